@@ -1,0 +1,3 @@
+from gtcache_cli.main import main
+
+main()

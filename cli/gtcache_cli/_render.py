@@ -1,0 +1,94 @@
+"""Tables and text for the terminal (rich); JSON shapes come from the library's ``to_json``."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+import gtcache
+
+_console = Console(highlight=False, soft_wrap=True)
+
+
+def _when(iso: str) -> str:
+    return iso[:19].replace("T", " ") if iso else "-"
+
+
+def entries_table(entries: Sequence[gtcache.EntryInfo], *, root: pathlib.Path) -> None:
+    if not entries:
+        _console.print(f"No entries in '{root}'.")
+        return
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for name, justify in (
+        ("KEY", "left"), ("PROGRAM", "left"), ("BACKEND", "left"), ("SIZE", "right"),
+        ("COMPILE", "right"), ("HITS", "right"), ("LAST USED", "left"), ("STATUS", "left"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for e in entries:
+        table.add_row(
+            e.key[:12], e.qualified_program, e.backend, e.size_str, f"{e.compile_seconds:.1f}s",
+            str(e.hits), _when(e.last_used), "ok" if e.ok else f"[red]broken[/red]: {e.problem}",
+        )
+    _console.print(table)
+    total = sum(e.size for e in entries)
+    broken = sum(not e.ok for e in entries)
+    note = f", {broken} broken" if broken else ""
+    _console.print(f"{len(entries)} entries, {gtcache.format_size(total)}{note} in '{root}'.")
+
+
+def info_json(entry: gtcache.EntryInfo) -> dict[str, Any]:
+    data = entry.to_json()
+    data["record"] = entry.record.to_json() if entry.record is not None else None
+    return data
+
+
+def info_text(entries: Sequence[gtcache.EntryInfo]) -> None:
+    for number, e in enumerate(entries):
+        if number:
+            _console.print()
+        _console.print(f"[bold]{e.key}[/bold]  {e.qualified_program}  ({e.backend})")
+        rows: list[tuple[str, str]] = [
+            ("status", "ok" if e.ok else f"broken: {e.problem}"),
+            ("path", str(e.path)),
+            ("size", e.size_str),
+            ("created", _when(e.created)),
+            ("last used", _when(e.last_used)),
+            ("hits", str(e.hits)),
+            ("compile", f"{e.compile_seconds:.2f}s"),
+        ]
+        if e.record is not None:
+            record = e.record
+            rows.append(("device", f"{record.device.get('type')} {record.device.get('arch') or ''}".strip()))
+            rows.append(("artifact", str(record.artifact.get("kind"))))
+            rows += [(f"file", f"{f.path} ({gtcache.format_size(f.size)}, xxh3 {f.xxh3})") for f in record.files]
+            rows += [(f"key: {k}", _short(v)) for k, v in sorted(record.ingredients.items())]
+        width = max(len(label) for label, _ in rows)
+        for label, value in rows:
+            _console.print(f"  {label:<{width}}  {value}", markup=False)
+
+
+def _short(value: Any, limit: int = 100) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def stats_text(stats: gtcache.StoreStats, *, root: pathlib.Path) -> None:
+    _console.print(f"Store:    {root}")
+    broken = f" ({stats.broken} broken)" if stats.broken else ""
+    _console.print(f"Entries:  {stats.entries}{broken}, {stats.size_str}")
+    _console.print(f"Hits:     {stats.hits}, {stats.compile_seconds_saved:.1f}s of compiling saved")
+    for title, groups in (("backend", stats.by_backend), ("gt4py", stats.by_gt4py)):
+        if not groups:
+            continue
+        table = Table(box=None, pad_edge=False, header_style="bold")
+        table.add_column(title.upper())
+        table.add_column("ENTRIES", justify="right")
+        table.add_column("SIZE", justify="right")
+        for name, (count, size) in sorted(groups.items()):
+            table.add_row(name, str(count), gtcache.format_size(size))
+        _console.print()
+        _console.print(table)

@@ -1,0 +1,84 @@
+"""The exception tree of gtcache.
+
+Library code raises these; only the CLI turns them into exit codes (all of them
+mean exit 1, an operational error). Messages are one sentence, capitalised,
+ending in a period, with names in single quotes.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+__all__ = [
+    "AmbiguousKeyError",
+    "CorruptEntryError",
+    "EntryNotFoundError",
+    "GtcacheError",
+    "NotAStoreError",
+    "StoreVersionError",
+    "UnsupportedArtifactError",
+]
+
+
+class GtcacheError(Exception):
+    """Base class of every error gtcache raises on purpose."""
+
+
+class NotAStoreError(GtcacheError):
+    """A folder exists but is not a gtcache store (and is not empty)."""
+
+    def __init__(self, path: pathlib.Path) -> None:
+        self.path = path
+        super().__init__(
+            f"'{path}' is not a gtcache store and is not empty; choose another '--cache-dir'."
+        )
+
+
+class StoreVersionError(GtcacheError):
+    """The store's layout version is not one this gtcache can read."""
+
+    def __init__(self, path: pathlib.Path, found: object, supported: int) -> None:
+        self.path = path
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            f"Store '{path}' has layout version {found!r} but this gtcache reads version"
+            f" {supported}; upgrade gtcache, use another cache directory, or delete the"
+            " folder to start over."
+        )
+
+
+class EntryNotFoundError(GtcacheError):
+    """No entry matches a key, key prefix or program name."""
+
+    def __init__(self, query: str) -> None:
+        self.query = query
+        super().__init__(f"No entry matches '{query}'.")
+
+
+class AmbiguousKeyError(GtcacheError):
+    """A key prefix matches more than one entry."""
+
+    def __init__(self, query: str, matches: int) -> None:
+        self.query = query
+        self.matches = matches
+        super().__init__(
+            f"Key prefix '{query}' matches {matches} entries; give more characters."
+        )
+
+
+class CorruptEntryError(GtcacheError):
+    """An entry folder exists but cannot be trusted (bad record, missing or changed file)."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        self.key = key
+        self.reason = reason
+        super().__init__(f"Entry '{key}' is broken: {reason}")
+
+
+class UnsupportedArtifactError(GtcacheError):
+    """A compilation artifact that gtcache cannot describe as JSON and rebuild."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        super().__init__(f"Cannot store artifact: {what}")

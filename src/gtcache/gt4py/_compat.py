@@ -1,0 +1,141 @@
+"""The one place that knows gt4py's internals and their differences between versions.
+
+Supported: gt4py 1.2.1 (what icon4py 0.4.1 pins) through 1.2.3. Module moves
+between them (1.2.1 -> 1.2.3):
+
+- ``ConcreteProgramDef``: ``otf.definitions`` -> ``otf.stages``
+- ``CompilationArtifact``: ``otf.stages`` -> ``otf.artifacts``
+
+Everything else used here (``compilation_tasks.make_compilation_task``,
+``runners``, ``CompiledProgramsPool``, the artifact classes) has the same
+module and signature in both. Other gtcache modules import gt4py only through
+this one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+from typing import Any
+
+import gt4py
+from gt4py._core import definitions as core_defs
+from gt4py.eve import concepts as eve_concepts
+from gt4py.next import common, config, fingerprinting
+from gt4py.next.iterator import ir as itir
+from gt4py.next.otf import compilation_tasks, compiled_program, runners
+
+try:  # 1.2.3
+    from gt4py.next.otf.stages import ConcreteProgramDef
+except ImportError:  # 1.2.1
+    from gt4py.next.otf.definitions import ConcreteProgramDef  # type: ignore[no-redef]
+
+__all__ = [
+    "ARTIFACT_CLASSES",
+    "GT4PY_VERSION",
+    "ConcreteProgramDef",
+    "Dimension",
+    "DimensionKind",
+    "DeviceType",
+    "artifact_class",
+    "backend_fingerprint",
+    "compilation_tasks",
+    "compiled_program",
+    "ir_fingerprint",
+    "offset_provider_type",
+    "runners",
+]
+
+GT4PY_VERSION: str = gt4py.__version__
+DeviceType = core_defs.DeviceType
+Dimension = common.Dimension
+DimensionKind = common.DimensionKind
+
+#: Artifact kind -> (module, class name). Imported lazily: dace is slow to import.
+ARTIFACT_CLASSES: dict[str, tuple[str, str]] = {
+    "gtfn": ("gt4py.next.program_processors.runners.gtfn", "GTFNCompilationArtifact"),
+    "dace": (
+        "gt4py.next.program_processors.runners.dace.workflow.compilation",
+        "DaCeCompilationArtifact",
+    ),
+    "roundtrip": ("gt4py.next.program_processors.runners.roundtrip", "RoundtripArtifact"),
+}
+
+
+def artifact_class(kind: str) -> type:
+    module_name, class_name = ARTIFACT_CLASSES[kind]
+    module = importlib.import_module(module_name)
+    cls: type = getattr(module, class_name)
+    return cls
+
+
+def artifact_kind(artifact: object) -> str | None:
+    """The kind of an artifact by its exact class, without importing any backend."""
+    cls = type(artifact)
+    for kind, (module_name, class_name) in ARTIFACT_CLASSES.items():
+        if cls.__module__ == module_name and cls.__qualname__ == class_name:
+            return kind
+    return None
+
+
+#: Strict (cross-process, by-reference) fingerprint of lowered IR that skips source
+#: locations and the types inference attaches. gt4py's own ``lenient_ir_fingerprinter``
+#: skips the same fields but may key objects by ``id()``: not for a persistent cache.
+_ir_fingerprinter = fingerprinting.make_fingerprinter(
+    deconstructor=fingerprinting.make_strict_data_deconstructor(
+        {eve_concepts.Node: fingerprinting.skipping_fields_node_deconstructor("location", "type")}
+    )
+)
+
+#: Strict fingerprint of a backend's toolchain, blind to the build-cache lifetime
+#: (session or persistent decides where gt4py builds, not what it builds).
+_backend_fingerprinter = fingerprinting.make_fingerprinter(
+    deconstructor=fingerprinting.make_strict_data_deconstructor(
+        {
+            config.BuildCacheLifetime: lambda _: fingerprinting.Deconstruction.from_typed_value(
+                config.BuildCacheLifetime
+            )
+        }
+    )
+)
+
+
+def ir_fingerprint(program: itir.Program) -> str:
+    """Fingerprint of a lowered program that ignores source locations."""
+    return str(_ir_fingerprinter(program))
+
+
+def backend_fingerprint(backend: Any) -> str:
+    """Cross-process fingerprint of everything in a backend's toolchain (steps and options).
+
+    Walks the frozen dataclasses of the executor and transforms (every option of
+    translation, bindings and compilation, dace's non-default config included) and
+    references callables by qualified name.
+    """
+    return str(_backend_fingerprinter((backend.executor, backend.transforms)))
+
+
+def offset_provider_type(offset_provider: Any) -> dict[str, str]:
+    """Readable connectivity *types* (never table contents or object ids), by offset name."""
+    result = {}
+    for name, value in common.offset_provider_to_type(offset_provider).items():
+        result[name] = _describe_type(value)
+    return result
+
+
+def _describe_type(value: Any) -> str:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        parts = ", ".join(
+            f"{f.name}={_describe_type(getattr(value, f.name))}" for f in dataclasses.fields(value)
+        )
+        return f"{type(value).__name__}({parts})"
+    if isinstance(value, (tuple, list)):
+        return "(" + ", ".join(_describe_type(v) for v in value) + ")"
+    return repr(value)
+
+
+def distribution_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None

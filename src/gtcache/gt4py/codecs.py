@@ -1,0 +1,154 @@
+"""Compilation artifacts <-> JSON descriptions plus payload files, per backend kind.
+
+An entry never needs ``pickle``: every artifact field is a path, a string, a
+flag or an enum, so ``encode`` describes it as JSON (paths as names of files
+inside the entry) and ``decode`` rebuilds it with paths under the entry folder
+the store holds now, wherever that is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from collections.abc import Mapping
+from typing import Any
+
+from gtcache.errors import UnsupportedArtifactError
+from gtcache.gt4py import _compat
+
+__all__ = ["EncodedArtifact", "decode", "encode"]
+
+_SDFG_FILE = "program.sdfg.json"
+_ROUNDTRIP_FILE = "program.py"
+
+
+@dataclasses.dataclass(frozen=True)
+class EncodedArtifact:
+    """An artifact as the store keeps it."""
+
+    #: ``{"kind": ..., "fields": {...}}``: the ``artifact`` field of ``entry.json``.
+    description: Mapping[str, Any]
+    #: Entry file name -> source path or content.
+    files: Mapping[str, pathlib.Path | bytes]
+    #: ``{"type": "CPU", "arch": None}``.
+    device: Mapping[str, Any]
+
+
+def encode(artifact: object, *, device_arch: str | None = None) -> EncodedArtifact:
+    """Describe ``artifact``; ``UnsupportedArtifactError`` for kinds gtcache cannot rebuild."""
+    kind = _compat.artifact_kind(artifact)
+    if kind is None:
+        raise UnsupportedArtifactError(f"unknown artifact class '{type(artifact).__qualname__}'.")
+    fields, files = _ENCODERS[kind](artifact)
+    device_type = getattr(artifact, "device_type", _compat.DeviceType.CPU)
+    return EncodedArtifact(
+        description={"kind": kind, "fields": fields},
+        files=files,
+        device={"type": device_type.name, "arch": device_arch},
+    )
+
+
+def decode(description: Mapping[str, Any], entry_path: pathlib.Path) -> object:
+    """Rebuild the artifact an entry describes, with paths inside ``entry_path``."""
+    kind = description.get("kind")
+    if kind not in _DECODERS:
+        raise UnsupportedArtifactError(f"unknown artifact kind {kind!r}.")
+    fields = description["fields"]
+    try:
+        return _DECODERS[kind](fields, entry_path)
+    except (KeyError, TypeError, ValueError) as error:
+        raise UnsupportedArtifactError(f"bad '{kind}' artifact description ({error!r}).") from None
+
+
+def _device(name: str) -> Any:
+    return _compat.DeviceType[name]
+
+
+# -- gtfn: one nanobind extension module ------------------------------------------------
+
+
+def _encode_gtfn(artifact: Any) -> tuple[dict[str, Any], dict[str, pathlib.Path | bytes]]:
+    module = pathlib.Path(artifact.src_dir) / artifact.module
+    # The file name must stay as it is: Python finds 'PyInit_<name>' from it.
+    fields = {
+        "module": module.name,
+        "entry_point_name": artifact.entry_point_name,
+        "device_type": artifact.device_type.name,
+    }
+    return fields, {module.name: module}
+
+
+def _decode_gtfn(fields: Mapping[str, Any], entry_path: pathlib.Path) -> object:
+    return _compat.artifact_class("gtfn")(
+        src_dir=entry_path,
+        module=pathlib.Path(fields["module"]),
+        entry_point_name=fields["entry_point_name"],
+        device_type=_device(fields["device_type"]),
+    )
+
+
+# -- dace: the SDFG library, its stub beside it, and the SDFG JSON ----------------------
+
+
+def _encode_dace(artifact: Any) -> tuple[dict[str, Any], dict[str, pathlib.Path | bytes]]:
+    library = pathlib.Path(artifact.library_path)
+    if not library.name.startswith("lib"):
+        raise UnsupportedArtifactError(f"dace library '{library.name}' does not start with 'lib'.")
+    stub = library.with_name("libdacestub_" + library.name[3:])
+    fields = {
+        "library": library.name,
+        "sdfg": _SDFG_FILE,
+        "binding_source_code": artifact.binding_source_code,
+        "bind_func_name": artifact.bind_func_name,
+        "device_type": artifact.device_type.name,
+    }
+    files: dict[str, pathlib.Path | bytes] = {
+        library.name: library,
+        stub.name: stub,
+        _SDFG_FILE: artifact.sdfg_json.encode("utf-8"),
+    }
+    return fields, files
+
+
+def _decode_dace(fields: Mapping[str, Any], entry_path: pathlib.Path) -> object:
+    return _compat.artifact_class("dace")(
+        library_path=entry_path / fields["library"],
+        sdfg_json=(entry_path / fields["sdfg"]).read_text(encoding="utf-8"),
+        binding_source_code=fields["binding_source_code"],
+        bind_func_name=fields["bind_func_name"],
+        device_type=_device(fields["device_type"]),
+    )
+
+
+# -- roundtrip: generated Python source --------------------------------------------------
+
+
+def _encode_roundtrip(artifact: Any) -> tuple[dict[str, Any], dict[str, pathlib.Path | bytes]]:
+    if artifact.dispatch_backend is not None:
+        raise UnsupportedArtifactError("roundtrip artifacts with a dispatch backend.")
+    axis = artifact.column_axis
+    fields = {
+        "source": _ROUNDTRIP_FILE,
+        "entry_point_name": artifact.entry_point_name,
+        "column_axis": None if axis is None else {"value": axis.value, "kind": axis.kind.value},
+        "debug": bool(artifact.debug),
+    }
+    return fields, {_ROUNDTRIP_FILE: artifact.source_code.encode("utf-8")}
+
+
+def _decode_roundtrip(fields: Mapping[str, Any], entry_path: pathlib.Path) -> object:
+    axis = fields["column_axis"]
+    column_axis = None
+    if axis is not None:
+        column_axis = _compat.Dimension(axis["value"], kind=_compat.DimensionKind(axis["kind"]))
+    return _compat.artifact_class("roundtrip")(
+        source_code=(entry_path / fields["source"]).read_text(encoding="utf-8"),
+        entry_point_name=fields["entry_point_name"],
+        column_axis=column_axis,
+        dispatch_backend=None,
+        debug=bool(fields["debug"]),
+    )
+
+
+_ENCODERS = {"gtfn": _encode_gtfn, "dace": _encode_dace, "roundtrip": _encode_roundtrip}
+_DECODERS = {"gtfn": _decode_gtfn, "dace": _decode_dace, "roundtrip": _decode_roundtrip}

@@ -1,0 +1,59 @@
+"""Layout version 1 of a store on disk: names and paths, nothing else.
+
+The layout is documented in ``cache_schema/v1/layout.md``; keep the two in
+agreement. Every name below is relative to the store root.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+__all__ = [
+    "CACHEDIR_TAG",
+    "ENTRIES_DIR",
+    "ENTRY_FILE",
+    "ENTRY_PATH_PATTERN",
+    "INDEX_DIR",
+    "KEY_PATTERN",
+    "LAYOUT_FILE",
+    "LAYOUT_FORMAT",
+    "LAYOUT_VERSION",
+    "TMP_DIR",
+    "TRASH_DIR",
+    "entry_dir",
+    "is_key",
+]
+
+#: Version of the on-disk layout this code reads and writes.
+LAYOUT_VERSION = 1
+#: Value of the ``format`` field of the layout file, naming what the folder is.
+LAYOUT_FORMAT = "gtcache-store"
+
+LAYOUT_FILE = "gtcache-layout.json"
+CACHEDIR_TAG = "CACHEDIR.TAG"
+ENTRIES_DIR = "entries"
+TMP_DIR = "tmp"
+TRASH_DIR = "trash"
+INDEX_DIR = "index"
+ENTRY_FILE = "entry.json"
+
+#: A key: 128 bits as 32 lowercase hex digits (xxh3-128 of canonical bytes).
+KEY_PATTERN = re.compile(r"^[0-9a-f]{32}$")
+#: Where an entry lives, relative to the root, for tools outside Python.
+ENTRY_PATH_PATTERN = re.compile(r"^entries/(?P<shard>[0-9a-f]{2})/(?P<key>(?P=shard)[0-9a-f]{30})$")
+
+CACHEDIR_TAG_TEXT = (
+    "Signature: 8a477f597d28d172789f06886806bc55\n"
+    "# This file is a cache directory tag created by gtcache.\n"
+    "# For information about cache directory tags, see https://bford.info/cachedir/\n"
+)
+
+
+def is_key(text: str) -> bool:
+    return KEY_PATTERN.fullmatch(text) is not None
+
+
+def entry_dir(root: pathlib.Path, key: str) -> pathlib.Path:
+    """The folder of the entry ``key`` (which need not exist)."""
+    return root / ENTRIES_DIR / key[:2] / key

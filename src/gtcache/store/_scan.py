@@ -1,0 +1,178 @@
+"""What ``Store.scan`` returns: frozen data the CLI renders as tables or JSON."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import pathlib
+from collections.abc import Mapping
+from typing import Any
+
+from gtcache.store._record import EntryRecord
+
+__all__ = ["EntryInfo", "StoreScan", "StoreStats", "format_size"]
+
+
+def format_size(size: int) -> str:
+    """``1536`` -> ``'1.5 KiB'``."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+@dataclasses.dataclass(frozen=True)
+class EntryInfo:
+    """One entry folder as a scan saw it; ``record`` is ``None`` when the entry is broken."""
+
+    key: str
+    path: pathlib.Path
+    program: str
+    qualified_program: str
+    backend: str
+    size: int
+    created: str
+    last_used: str
+    hits: int
+    compile_seconds: float
+    record: EntryRecord | None
+    problem: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+    @property
+    def status(self) -> str:
+        return "ok" if self.problem is None else "broken"
+
+    @property
+    def size_str(self) -> str:
+        return format_size(self.size)
+
+    @classmethod
+    def make(
+        cls,
+        *,
+        key: str,
+        path: pathlib.Path,
+        record: EntryRecord | None,
+        raw: Mapping[str, Any] | None,
+        problem: str | None,
+    ) -> EntryInfo:
+        """Build from a sound record, or from whatever could be read of a broken one."""
+        raw = raw if isinstance(raw, Mapping) else {}
+        program = _mapping(raw.get("program"))
+        backend = _mapping(raw.get("backend"))
+        files = raw.get("files") if isinstance(raw.get("files"), list) else []
+        size = record.size if record else sum(
+            f["size"] for f in files if isinstance(f, dict) and isinstance(f.get("size"), int)
+        )
+        name = str(program.get("name", "?"))
+        module = program.get("module")
+        return cls(
+            key=key,
+            path=path,
+            program=name,
+            qualified_program=f"{module}.{name}" if module else name,
+            backend=str(backend.get("name", "?")),
+            size=size,
+            created=str(raw.get("created", "")),
+            last_used=str(raw.get("last_used", "")),
+            hits=raw.get("hits") if isinstance(raw.get("hits"), int) else 0,
+            compile_seconds=_number(raw.get("compile_seconds")),
+            record=record,
+            problem=problem,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The row ``ls --json`` prints: the table's columns plus the path and the problem."""
+        return {
+            "key": self.key,
+            "program": self.qualified_program,
+            "backend": self.backend,
+            "size": self.size,
+            "created": self.created,
+            "last_used": self.last_used,
+            "hits": self.hits,
+            "compile_seconds": self.compile_seconds,
+            "status": self.status,
+            "problem": self.problem,
+            "path": str(self.path),
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreStats:
+    entries: int
+    broken: int
+    size: int
+    hits: int
+    #: Compile seconds the recorded hits did not spend (hits x compile seconds).
+    compile_seconds_saved: float
+    by_backend: Mapping[str, tuple[int, int]]
+    by_gt4py: Mapping[str, tuple[int, int]]
+
+    @property
+    def size_str(self) -> str:
+        return format_size(self.size)
+
+    def to_json(self) -> dict[str, Any]:
+        def groups(table: Mapping[str, tuple[int, int]]) -> dict[str, dict[str, int]]:
+            return {k: {"entries": n, "size": s} for k, (n, s) in sorted(table.items())}
+
+        return {
+            "entries": self.entries,
+            "broken": self.broken,
+            "size": self.size,
+            "hits": self.hits,
+            "compile_seconds_saved": round(self.compile_seconds_saved, 3),
+            "by_backend": groups(self.by_backend),
+            "by_gt4py": groups(self.by_gt4py),
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreScan:
+    root: pathlib.Path
+    entries: tuple[EntryInfo, ...]
+    #: How the index served this scan: "ok", "rebuilt" or "unavailable" (read from folders).
+    index: str
+
+    @property
+    def size(self) -> int:
+        return sum(e.size for e in self.entries)
+
+    @property
+    def broken(self) -> tuple[EntryInfo, ...]:
+        return tuple(e for e in self.entries if not e.ok)
+
+    def stats(self) -> StoreStats:
+        by_backend: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+        by_gt4py: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+        for entry in self.entries:
+            gt4py_version = "?"
+            if entry.record is not None:
+                gt4py_version = str(entry.record.toolchain.get("gt4py", "?"))
+            for table, name in ((by_backend, entry.backend), (by_gt4py, gt4py_version)):
+                table[name][0] += 1
+                table[name][1] += entry.size
+        return StoreStats(
+            entries=len(self.entries),
+            broken=len(self.broken),
+            size=self.size,
+            hits=sum(e.hits for e in self.entries),
+            compile_seconds_saved=sum(e.hits * e.compile_seconds for e in self.entries),
+            by_backend={k: (n, s) for k, (n, s) in by_backend.items()},
+            by_gt4py={k: (n, s) for k, (n, s) in by_gt4py.items()},
+        )
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0

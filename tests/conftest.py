@@ -1,0 +1,99 @@
+"""Shared fixtures: one store of really compiled programs per session, copied per test.
+
+gt4py's own build cache is made persistent and put in the session's temp dir
+before gt4py is imported, so that "gt4py alone" reference runs reuse the builds
+the session store was filled from instead of compiling again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import shutil
+import tempfile
+
+_SESSION_TMP = pathlib.Path(tempfile.mkdtemp(prefix="gtcache-tests-"))
+os.environ["GT4PY_BUILD_CACHE_DIR"] = str(_SESSION_TMP / "gt4py-cache")
+os.environ["GT4PY_BUILD_CACHE_LIFETIME"] = "persistent"
+os.environ.pop("GTCACHE_DIR", None)
+os.environ.pop("GTCACHE_INDEX_DIR", None)
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import gtcache  # noqa: E402
+
+BACKENDS = ("gtfn_cpu", "dace_cpu", "roundtrip")
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    example: str
+    backend: str
+    key: str
+
+
+@dataclasses.dataclass(frozen=True)
+class CompiledStore:
+    """A store holding every example for every backend, and what gt4py alone computes."""
+
+    path: pathlib.Path
+    variants: tuple[Variant, ...]
+
+    def variant(self, example: str, backend: str) -> Variant:
+        return next(v for v in self.variants if (v.example, v.backend) == (example, backend))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    shutil.rmtree(_SESSION_TMP, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def compiled_store() -> CompiledStore:
+    """Compile (once per session) every example for every backend into a store. Read-only use."""
+    from gtcache import examples
+    from gtcache.gt4py import compile_variant
+
+    path = _SESSION_TMP / "compiled-store"
+    store = gtcache.open_store(path)
+    variants = []
+    for example in examples.EXAMPLES.values():
+        for backend in BACKENDS:
+            _, outcomes = compile_variant(
+                store,
+                example.program,
+                backend=examples.backend_by_name(backend),
+                offset_provider=example.offset_provider(),
+            )
+            assert [o.status for o in outcomes] == ["compiled"], outcomes
+            assert outcomes[0].key is not None
+            variants.append(Variant(example.name, backend, outcomes[0].key))
+    store.close()
+    return CompiledStore(path=path, variants=tuple(variants))
+
+
+@pytest.fixture
+def store_copy(compiled_store: CompiledStore, tmp_path: pathlib.Path) -> pathlib.Path:
+    """A private copy of the compiled store, at a path of its own."""
+    target = tmp_path / "copied-store"
+    shutil.copytree(compiled_store.path, target, symlinks=True)
+    return target
+
+
+@pytest.fixture
+def gt4py_alone_output() -> object:
+    """``f(example, backend, seed)``: the output of a plain gt4py run (no gtcache)."""
+    from gtcache import examples
+
+    def run(example_name: str, backend: str, seed: int) -> np.ndarray:
+        example = examples.EXAMPLES[example_name]
+        program = example.program.with_backend(examples.backend_by_name(backend))
+        offset_provider = example.offset_provider()
+        args, out = example.make_args(32, seed)
+        program(*args, offset_provider=offset_provider)
+        result = out.asnumpy().copy()
+        np.testing.assert_allclose(result, example.reference(args))
+        return result
+
+    return run

@@ -1,0 +1,289 @@
+"""The store with synthetic entries: layout, publish, lookup, scan, index, removal."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import multiprocessing.synchronize
+import pathlib
+import shutil
+
+import pytest
+
+import gtcache
+from gtcache.keys import make_key
+from gtcache.store import ENTRY_PATH_PATTERN, EntryDraft, _layout
+
+SCHEMA = json.loads(
+    (pathlib.Path(__file__).parents[2] / "cache_schema/v1/entry.schema.json").read_text()
+)
+
+
+def draft(name: str = "prog", backend: str = "run_gtfn_cpu", **ingredients: object) -> EntryDraft:
+    ingredients = {"program_ir": name, "backend": backend, "backend_config": "x", **ingredients}
+    return EntryDraft(
+        key=make_key("test", ingredients),
+        ingredients=ingredients,
+        program={"name": name, "module": "tests.synthetic"},
+        backend={"name": backend, "options": {}},
+        device={"type": "CPU", "arch": None},
+        toolchain={"gt4py": "1.2.3", "python_abi": ".cpython-312-x86_64-linux-gnu.so"},
+        artifact={"kind": "roundtrip", "fields": {"source": "program.py", "entry_point_name": name, "column_axis": None, "debug": False}},
+        compile_seconds=1.5,
+    )
+
+
+def publish(store: gtcache.Store, name: str = "prog", payload: bytes = b"print(1)\n", **kw: object) -> gtcache.Entry:
+    return store.publish(draft(name, **kw), {"program.py": payload})
+
+
+def validate(record: dict) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(record, SCHEMA)
+
+
+# -- layout ----------------------------------------------------------------------------
+
+
+def test_new_store_has_tag_layout_file_and_folders(tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "s")
+    assert (store.root / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55")
+    layout = json.loads((store.root / "gtcache-layout.json").read_text())
+    assert layout == {"format": "gtcache-store", "layout_version": 1}
+    assert (store.root / "entries").is_dir()
+    assert not store.read_only
+
+
+def test_newer_layout_is_a_clear_error(tmp_path: pathlib.Path) -> None:
+    gtcache.open_store(tmp_path / "s")
+    (tmp_path / "s/gtcache-layout.json").write_text('{"format": "gtcache-store", "layout_version": 2}')
+    with pytest.raises(gtcache.StoreVersionError, match=r"layout version 2 .* reads version 1"):
+        gtcache.open_store(tmp_path / "s")
+
+
+def test_non_empty_folder_is_not_taken_over(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "mine.txt").write_text("keep")
+    with pytest.raises(gtcache.NotAStoreError):
+        gtcache.open_store(tmp_path)
+    assert (tmp_path / "mine.txt").read_text() == "keep"
+
+
+def test_entry_path_pattern_round_trip(tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "s")
+    entry = publish(store)
+    relative = entry.path.relative_to(store.root).as_posix()
+    match = ENTRY_PATH_PATTERN.fullmatch(relative)
+    assert match is not None and match["key"] == entry.key and match["shard"] == entry.key[:2]
+
+
+# -- publish and lookup -------------------------------------------------------------------
+
+
+def test_publish_then_lookup(tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "s")
+    entry = publish(store)
+    found = store.lookup(entry.key)
+    assert found is not None and found.record == entry.record
+    assert (found.path / "program.py").read_bytes() == b"print(1)\n"
+    store.verify_payload(found)
+    validate(found.record.to_json())
+    assert store.lookup("0" * 32) is None
+    assert not any((store.root / "tmp").iterdir()), "staging folders must not outlive a publish"
+
+
+def test_record_has_no_absolute_paths(tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "s")
+    entry = publish(store)
+    text = (entry.path / "entry.json").read_text()
+    assert str(tmp_path) not in text
+    assert all("/" not in f.path for f in entry.record.files)
+
+
+def test_second_publisher_gets_the_first_entry(tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "s")
+    first = publish(store, payload=b"first\n")
+    second = publish(store, payload=b"second\n")
+    assert second.record.files == first.record.files
+    assert (second.path / "program.py").read_bytes() == b"first\n"
+
+
+def test_touch_counts_hits(tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "s")
+    entry = publish(store)
+    store.touch(entry.key)
+    store.touch(entry.key)
+    record = store.get(entry.key).record
+    assert record.hits == 2 and record.last_used >= record.created
+
+
+def _publish_in_child(root: str, barrier: multiprocessing.synchronize.Barrier, payload: bytes) -> None:
+    store = gtcache.open_store(root)
+    barrier.wait()
+    entry = publish(store, payload=payload)
+    assert store.lookup(entry.key) is not None
+
+
+def test_concurrent_publishers_of_one_key_leave_one_entry(tmp_path: pathlib.Path) -> None:
+    root = tmp_path / "s"
+    gtcache.open_store(root)
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(4)
+    procs = [ctx.Process(target=_publish_in_child, args=(str(root), barrier, b"x" * 100_000)) for _ in range(4)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(120)
+        assert proc.exitcode == 0
+    store = gtcache.open_store(root)
+    scan = store.scan()
+    assert len(scan.entries) == 1 and scan.entries[0].ok
+    store.verify_payload(store.get(scan.entries[0].key))
+    assert not any((root / "tmp").iterdir())
+
+
+def test_broken_entry_is_replaced_by_next_publish(tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "s")
+    entry = publish(store)
+    (entry.path / "entry.json").write_text("{not json")
+    with pytest.raises(gtcache.CorruptEntryError):
+        store.lookup(entry.key)
+    again = publish(store)
+    assert store.lookup(again.key) is not None
+
+
+# -- scan, broken entries ------------------------------------------------------------------
+
+
+def test_scan_lists_sound_and_broken_entries(tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "s")
+    good = publish(store, "good")
+    bad_json = publish(store, "bad_json")
+    truncated = publish(store, "truncated", payload=b"0123456789" * 100)
+    flipped = publish(store, "flipped", payload=b"0123456789" * 100)
+    (bad_json.path / "entry.json").write_text('{"schema_version": 1, "key": 3}')
+    with open(truncated.path / "program.py", "r+b") as stream:
+        stream.truncate(10)
+    with open(flipped.path / "program.py", "r+b") as stream:
+        stream.write(b"X")
+
+    scan = store.scan()
+    status = {e.key: e.status for e in scan.entries}
+    assert status == {good.key: "ok", bad_json.key: "broken", truncated.key: "broken", flipped.key: "ok"}
+    problems = {e.key: e.problem for e in scan.entries}
+    assert "missing field" in problems[bad_json.key]
+    assert "has 10 bytes" in problems[truncated.key]
+    # Same size, other bytes: only the checksum check before a load sees it.
+    with pytest.raises(gtcache.CorruptEntryError, match="checksum"):
+        store.verify_payload(store.get(flipped.key))
+    assert store.lookup(good.key) is not None
+
+
+def test_resolve_by_key_prefix_and_program(tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "s")
+    a = publish(store, "alpha")
+    publish(store, "alpha", backend="run_dace_cpu")
+    assert [e.key for e in store.resolve(a.key)] == [a.key]
+    assert [e.key for e in store.resolve(a.key[:8])] == [a.key]
+    assert len(store.resolve("alpha")) == 2
+    assert len(store.resolve("tests.synthetic.alpha")) == 2
+    with pytest.raises(gtcache.EntryNotFoundError):
+        store.resolve("beta")
+
+
+# -- the index ----------------------------------------------------------------------------
+
+
+def _listing(store: gtcache.Store) -> list[tuple[str, str, str]]:
+    return [(e.key, e.program, e.status) for e in store.scan().entries]
+
+
+def test_deleted_index_is_rebuilt_with_same_listing(tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "s")
+    for name in ("a", "b", "c"):
+        publish(store, name)
+    before = _listing(store)
+    store.close()
+    shutil.rmtree(tmp_path / "s/index")
+    store = gtcache.open_store(tmp_path / "s")
+    assert _listing(store) == before
+
+
+def test_corrupt_index_is_rebuilt(tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "s")
+    for name in ("a", "b"):
+        publish(store, name)
+    before = _listing(store)
+    store.close()
+    for db in (tmp_path / "s/index").glob("cache.db*"):
+        db.write_bytes(b"this is not sqlite" * 100)
+    store = gtcache.open_store(tmp_path / "s")
+    scan = store.scan()
+    assert [(e.key, e.program, e.status) for e in scan.entries] == before
+    assert scan.index == "rebuilt"
+
+
+def test_index_follows_entries_added_and_removed_behind_its_back(tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "s")
+    a = publish(store, "a")
+    assert [e.program for e in store.scan().entries] == ["a"]
+    other = gtcache.open_store(tmp_path / "s", index_dir=tmp_path / "elsewhere")
+    b = publish(other, "b")
+    shutil.rmtree(a.path)
+    assert [e.key for e in store.scan().entries] == [b.key]
+
+
+def test_index_can_live_apart(tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "s", index_dir=tmp_path / "node-local")
+    publish(store, "a")
+    assert len(store.scan().entries) == 1
+    assert (tmp_path / "node-local").is_dir()
+    assert not (tmp_path / "s/index").exists()
+
+
+def test_rebuild_index(tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "s")
+    publish(store, "a")
+    publish(store, "b")
+    scan = store.rebuild_index()
+    assert scan.index == "rebuilt" and len(scan.entries) == 2
+
+
+# -- moving, removing, read-only ------------------------------------------------------------
+
+
+def test_moved_store_looks_up_the_same(tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "s")
+    entry = publish(store)
+    store.close()
+    shutil.move(tmp_path / "s", tmp_path / "moved")
+    moved = gtcache.open_store(tmp_path / "moved")
+    found = moved.get(entry.key)
+    assert found.path == tmp_path / "moved" / found.path.relative_to(tmp_path / "moved")
+    moved.verify_payload(found)
+    assert [e.key for e in moved.scan().entries] == [entry.key]
+
+
+def test_remove_and_clear(tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "s")
+    a, b = publish(store, "a"), publish(store, "b")
+    assert store.remove([a.key]) > 0
+    assert store.lookup(a.key) is None
+    assert [e.key for e in store.scan().entries] == [b.key]
+    assert store.clear() > 0
+    assert store.scan().entries == ()
+    assert (tmp_path / "s/gtcache-layout.json").exists()
+
+
+def test_read_only_flag_refuses_writes(tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "s")
+    entry = publish(store)
+    store.close()
+    reader = gtcache.Store(tmp_path / "s", index_dir=None, read_only=True)
+    before = sorted((p, p.stat().st_mtime_ns) for p in (tmp_path / "s").rglob("*"))
+    assert reader.lookup(entry.key) is not None
+    reader.touch(entry.key)
+    assert len(reader.scan().entries) == 1
+    with pytest.raises(gtcache.GtcacheError, match="read-only"):
+        publish(reader, "other")
+    after = sorted((p, p.stat().st_mtime_ns) for p in (tmp_path / "s").rglob("*"))
+    assert before == after
