@@ -25,6 +25,8 @@ import pytest  # noqa: E402
 import gtcache  # noqa: E402
 
 BACKENDS = ("gtfn_cpu", "dace_cpu", "roundtrip")
+#: Mesh / domain size the session store is compiled and checked with.
+SIZE = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +66,7 @@ def compiled_store() -> CompiledStore:
                 store,
                 example.program,
                 backend=examples.backend_by_name(backend),
-                offset_provider=example.offset_provider(),
+                offset_provider=example.offset_provider(SIZE),
             )
             assert [o.status for o in outcomes] == ["compiled"], outcomes
             assert outcomes[0].key is not None
@@ -83,14 +85,14 @@ def store_copy(compiled_store: CompiledStore, tmp_path: pathlib.Path) -> pathlib
 
 @pytest.fixture
 def gt4py_alone_output() -> object:
-    """``f(example, backend, seed)``: the output of a plain gt4py run (no gtcache)."""
+    """``f(example, backend, seed, size=SIZE)``: the output of a plain gt4py run (no gtcache)."""
     from gtcache import examples
 
-    def run(example_name: str, backend: str, seed: int) -> np.ndarray:
+    def run(example_name: str, backend: str, seed: int, size: int = SIZE) -> np.ndarray:
         example = examples.EXAMPLES[example_name]
         program = example.program.with_backend(examples.backend_by_name(backend))
-        offset_provider = example.offset_provider()
-        args, out = example.make_args(32, seed)
+        offset_provider = example.offset_provider(size)
+        args, out = example.make_args(size, seed)
         program(*args, offset_provider=offset_provider)
         result = out.asnumpy().copy()
         np.testing.assert_allclose(result, example.reference(args))

@@ -17,15 +17,15 @@ import gtcache
 from gtcache import examples
 from gtcache.gt4py import compile_variant
 
-store_path, example_name, backend_name, seed, out_file = sys.argv[1:6]
+store_path, example_name, backend_name, seed, size, out_file = sys.argv[1:7]
 store = gtcache.open_store(store_path)
 example = examples.EXAMPLES[example_name]
-offset_provider = example.offset_provider()
+offset_provider = example.offset_provider(int(size))
 program, outcomes = compile_variant(
     store, example.program, backend=examples.backend_by_name(backend_name),
     offset_provider=offset_provider,
 )
-args, out = example.make_args(32, int(seed))
+args, out = example.make_args(int(size), int(seed))
 program(*args, offset_provider=offset_provider)
 np.save(out_file, out.asnumpy())
 print(json.dumps([{"status": o.status, "key": o.key, "detail": o.detail} for o in outcomes]))
@@ -47,9 +47,17 @@ def run_python(code: str, *args: str, env: dict[str, str] | None = None, timeout
 
 
 def load_in_fresh_process(
-    store: pathlib.Path, example: str, backend: str, seed: int, out_file: pathlib.Path
+    store: pathlib.Path,
+    example: str,
+    backend: str,
+    *,
+    seed: int,
+    size: int,
+    out_file: pathlib.Path,
 ) -> list[dict[str, Any]]:
     """Compile-or-load one variant through ``store`` in a new process; return its outcomes."""
-    stdout = run_python(CHILD_LOAD, str(store), example, backend, str(seed), str(out_file))
+    stdout = run_python(
+        CHILD_LOAD, str(store), example, backend, str(seed), str(size), str(out_file)
+    )
     outcomes: list[dict[str, Any]] = json.loads(stdout.strip().splitlines()[-1])
     return outcomes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,11 +12,12 @@ from rich.table import Table
 
 import gtcache
 
-_console = Console(highlight=False, soft_wrap=True)
+# On a terminal rich fits tables to its width; in pipes and CI logs nothing is cut.
+_console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 
 
 def _when(iso: str) -> str:
-    return iso[:19].replace("T", " ") if iso else "-"
+    return iso[:16].replace("T", " ") if iso else "-"
 
 
 def entries_table(entries: Sequence[gtcache.EntryInfo], *, root: pathlib.Path) -> None:
@@ -27,13 +29,16 @@ def entries_table(entries: Sequence[gtcache.EntryInfo], *, root: pathlib.Path) -
         ("KEY", "left"), ("PROGRAM", "left"), ("BACKEND", "left"), ("SIZE", "right"),
         ("COMPILE", "right"), ("HITS", "right"), ("LAST USED", "left"), ("STATUS", "left"),
     ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        table.add_column(name, justify=justify, no_wrap=name != "PROGRAM")  # type: ignore[arg-type]
     for e in entries:
         table.add_row(
             e.key[:12], e.qualified_program, e.backend, e.size_str, f"{e.compile_seconds:.1f}s",
-            str(e.hits), _when(e.last_used), "ok" if e.ok else f"[red]broken[/red]: {e.problem}",
+            str(e.hits), _when(e.last_used), "ok" if e.ok else "[red]broken[/red]",
         )
     _console.print(table)
+    for e in entries:
+        if not e.ok:
+            _console.print(f"broken {e.key[:12]}: {e.problem}", markup=False)
     total = sum(e.size for e in entries)
     broken = sum(not e.ok for e in entries)
     note = f", {broken} broken" if broken else ""

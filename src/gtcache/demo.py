@@ -18,6 +18,7 @@ from gtcache import examples
 from gtcache.gt4py import compile_variant
 
 DEFAULT_BACKENDS = ("gtfn_cpu", "dace_cpu", "roundtrip")
+SIZE = 32
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     for example in examples.EXAMPLES.values():
         for backend_name in args.backend or DEFAULT_BACKENDS:
             start = time.perf_counter()
-            offset_provider = example.offset_provider()
+            offset_provider = example.offset_provider(SIZE)
             program, outcomes = compile_variant(
                 store,
                 example.program,
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
                 offset_provider=offset_provider,
             )
             seconds = time.perf_counter() - start
-            call_args, out = example.make_args(32, seed=1)
+            call_args, out = example.make_args(SIZE, seed=1)
             program(*call_args, offset_provider=offset_provider)
             ok = np.allclose(out.asnumpy(), example.reference(call_args))
             failures += not ok

@@ -62,7 +62,8 @@ class Example:
 
     name: str
     program: Any
-    offset_provider: Callable[[], dict[str, Any]]
+    #: The offset provider for a mesh of a given size.
+    offset_provider: Callable[[int], dict[str, Any]]
     #: ``(args, out)`` for a given size and seed; ``out`` is the last of ``args``.
     make_args: Callable[[int, int], tuple[tuple[Any, ...], Any]]
     reference: Callable[[tuple[Any, ...]], np.ndarray]
@@ -92,14 +93,14 @@ EXAMPLES: dict[str, Example] = {
     "axpy": Example(
         name="axpy",
         program=axpy,
-        offset_provider=dict,
+        offset_provider=lambda size: {},
         make_args=_axpy_args,
         reference=lambda args: args[2] * args[0].asnumpy() + args[1].asnumpy(),
     ),
     "edge_diff": Example(
         name="edge_diff",
         program=edge_diff,
-        offset_provider=lambda: ring_offset_provider(16),
+        offset_provider=ring_offset_provider,
         make_args=_edge_diff_args,
         reference=_edge_diff_reference,
     ),

@@ -32,6 +32,8 @@ class EntryInfo:
     program: str
     qualified_program: str
     backend: str
+    #: The gt4py version that built it ("?" when unreadable).
+    gt4py: str
     size: int
     created: str
     last_used: str
@@ -78,6 +80,7 @@ class EntryInfo:
             program=name,
             qualified_program=f"{module}.{name}" if module else name,
             backend=str(backend.get("name", "?")),
+            gt4py=str(_mapping(raw.get("toolchain")).get("gt4py", "?")),
             size=size,
             created=str(raw.get("created", "")),
             last_used=str(raw.get("last_used", "")),
@@ -93,6 +96,7 @@ class EntryInfo:
             "key": self.key,
             "program": self.qualified_program,
             "backend": self.backend,
+            "gt4py": self.gt4py,
             "size": self.size,
             "created": self.created,
             "last_used": self.last_used,
@@ -153,10 +157,7 @@ class StoreScan:
         by_backend: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
         by_gt4py: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
         for entry in self.entries:
-            gt4py_version = "?"
-            if entry.record is not None:
-                gt4py_version = str(entry.record.toolchain.get("gt4py", "?"))
-            for table, name in ((by_backend, entry.backend), (by_gt4py, gt4py_version)):
+            for table, name in ((by_backend, entry.backend), (by_gt4py, entry.gt4py)):
                 table[name][0] += 1
                 table[name][1] += entry.size
         return StoreStats(

@@ -148,7 +148,7 @@ class Store:
 
         Atomic and single-flight: returns the entry that ended up at the key, which
         is another publisher's when it got there first. A broken entry at the key
-        is replaced.
+        (bad record, missing file, wrong size or checksum) is replaced.
         """
         self._require_writable()
         staging = self._stage(draft, files)
@@ -163,11 +163,11 @@ class Store:
                     return entry
                 try:
                     existing = self.lookup(draft.key)
+                    if existing is not None:
+                        self.verify_payload(existing)
+                        return existing
                 except CorruptEntryError:
                     self._move_to_trash(target)
-                    continue
-                if existing is not None:
-                    return existing
             raise GtcacheError(f"Could not publish entry '{draft.key}' after three attempts.")
         finally:
             _files.remove_tree(staging)
