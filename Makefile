@@ -21,12 +21,14 @@ help:
 	@echo "make bench  - run the benchmark (writes docs/benchmarks.md)"
 	@echo "make clean  - remove .venv and build/"
 
-$(VENV)/.installed-$(GT4PY_VERSION): pyproject.toml scripts/find-python
+$(VENV)/.installed-$(GT4PY_VERSION): pyproject.toml setup.py src/gtcache-autoload.pth scripts/find-python
 	@python=$$(scripts/find-python) && echo "Creating $(VENV) with $$python" && "$$python" -m venv --clear $(VENV)
 	@$(PIP) install -q --upgrade pip 2>&1 | $(QUIET_PIP)
 	@echo "Installing gtcache (editable) and gt4py==$(GT4PY_VERSION) into $(VENV)"
 	@$(PIP) install -q -e '.[test]' 'gt4py==$(GT4PY_VERSION)' 2>&1 | $(QUIET_PIP)
-	@$(PY) -c 'import gtcache, gt4py.next, dace, gtcache_cli' 
+	@# Editable installs do not ship root-level files: put the start-up hook in place by hand.
+	@$(PY) -c 'import shutil, sysconfig; shutil.copy("src/gtcache-autoload.pth", sysconfig.get_paths()["purelib"])'
+	@$(PY) -c 'import gtcache, gt4py.next, dace, gtcache_cli'
 	@touch $@
 
 venv: $(VENV)/.installed-$(GT4PY_VERSION)

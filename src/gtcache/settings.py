@@ -14,15 +14,22 @@ __all__ = ["Settings"]
 #: Environment variables gtcache reads (documented in docs/configuration.md).
 ENV_CACHE_DIR = "GTCACHE_DIR"
 ENV_INDEX_DIR = "GTCACHE_INDEX_DIR"
+ENV_ENABLE = "GTCACHE"
+ENV_SELF_CHECK = "GTCACHE_SELF_CHECK"
+_TRUE = ("1", "true", "yes", "on")
 
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """Where the store and its index live."""
+    """Where the store and its index live, and how the gt4py hook behaves."""
 
     cache_dir: pathlib.Path
     #: ``None``: the index lives inside the store (``<cache_dir>/index``).
     index_dir: pathlib.Path | None = None
+    #: Whether the start-up hook installs itself (``GTCACHE_DIR`` set, or ``GTCACHE=1``).
+    enabled: bool = False
+    #: Compute both keys on every direct hit and report disagreements (``GTCACHE_SELF_CHECK=1``).
+    self_check: bool = False
 
     @classmethod
     def from_env(
@@ -36,7 +43,10 @@ class Settings:
         env = os.environ if env is None else env
         chosen = cache_dir or env.get(ENV_CACHE_DIR) or platformdirs.user_cache_dir("gtcache")
         chosen_index = index_dir or env.get(ENV_INDEX_DIR) or None
+        enable = env.get(ENV_ENABLE, "").strip().lower()
         return cls(
             cache_dir=pathlib.Path(chosen).expanduser().absolute(),
             index_dir=pathlib.Path(chosen_index).expanduser().absolute() if chosen_index else None,
+            enabled=enable in _TRUE or (bool(env.get(ENV_CACHE_DIR)) and enable not in ("0", "false", "no", "off")),
+            self_check=env.get(ENV_SELF_CHECK, "").strip().lower() in _TRUE,
         )

@@ -1,8 +1,10 @@
 """The gt4py side of gtcache: the only package that imports gt4py.
 
-``compile_variant`` compiles (or loads) program variants through a store with
-gt4py's own ``Program.compile``; ``publish_artifact`` and ``load_entry`` are the
-lower-level halves.
+- ``install()`` / ``uninstall()`` / ``installed()``: serve every gt4py
+  compilation of the process from a store (what ``GTCACHE_DIR`` does on its own).
+- ``compile_variant``: compile (or load) a program's variants through a store,
+  serially, and say what happened to each.
+- ``publish_artifact`` / ``load_entry``: the lower-level halves.
 """
 
 from __future__ import annotations
@@ -10,24 +12,32 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gtcache.gt4py._serve import (
+from gtcache.gt4py._loading import LoadedArtifact, load_entry, publish_artifact
+from gtcache.gt4py.hook import (
     GtcacheWarning,
-    LoadedArtifact,
+    Hook,
     Outcome,
-    load_entry,
-    publish_artifact,
+    active_hook,
+    install,
+    installed,
     serving,
+    uninstall,
 )
 from gtcache.store import Store
 
 __all__ = [
     "GtcacheWarning",
+    "Hook",
     "LoadedArtifact",
     "Outcome",
+    "active_hook",
     "compile_variant",
+    "install",
+    "installed",
     "load_entry",
     "publish_artifact",
     "serving",
+    "uninstall",
 ]
 
 
@@ -46,9 +56,7 @@ def compile_variant(
     ready in its pool, and what happened to each variant.
     """
     bound = program.with_backend(backend) if backend is not None else program
-    outcomes: list[Outcome] = []
-    with serving(store, outcomes):
-        bound.compile(offset_provider=dict(offset_provider or {}), **{
-            name: list(values) for name, values in (static_args or {}).items()
-        })
-    return bound, outcomes
+    static = {name: list(values) for name, values in (static_args or {}).items()}
+    with serving(store) as hook:
+        bound.compile(offset_provider=dict(offset_provider or {}), **static)
+    return bound, list(hook.outcomes)

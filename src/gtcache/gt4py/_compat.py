@@ -21,7 +21,8 @@ from typing import Any
 import gt4py
 from gt4py._core import definitions as core_defs
 from gt4py.eve import concepts as eve_concepts
-from gt4py.next import common, config, fingerprinting
+from gt4py.next import backend as gtx_backend, common, config, fingerprinting
+from gt4py.next.ffront import source_utils
 from gt4py.next.iterator import ir as itir
 from gt4py.next.otf import compilation_tasks, compiled_program, runners
 
@@ -39,6 +40,8 @@ __all__ = [
     "DeviceType",
     "artifact_class",
     "backend_fingerprint",
+    "closure_vars",
+    "has_custom_compile",
     "compilation_tasks",
     "compiled_program",
     "ir_fingerprint",
@@ -113,6 +116,16 @@ def backend_fingerprint(backend: Any) -> str:
     references callables by qualified name.
     """
     return str(_backend_fingerprinter((backend.executor, backend.transforms)))
+
+
+def has_custom_compile(backend: Any) -> bool:
+    """A backend overriding ``compile`` is opaque: gt4py cannot split it into lowering + executor."""
+    return getattr(type(backend), "compile", None) is not gtx_backend.Backend.compile
+
+
+def closure_vars(func: Any) -> dict[str, Any]:
+    """The closure variables gt4py's frontend resolves for a DSL function (same function it uses)."""
+    return dict(source_utils.get_closure_vars_from_function(func))
 
 
 def offset_provider_type(offset_provider: Any) -> dict[str, str]:

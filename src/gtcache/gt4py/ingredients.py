@@ -1,8 +1,13 @@
-"""The named ingredients of a build key: what gt4py would compile, wherever its source lives.
+"""The named ingredients of the two keys (see docs/keys.md for each and why).
 
-Computed from the lowered program (``backend.transforms`` output), so it does
-not depend on source locations, object identities or connectivity table
-contents; see docs/keys.md for the list and why each one is there.
+- The **build key** identifies what gt4py would compile, wherever its source
+  lives: computed from the lowered program (``backend.transforms`` output).
+- The **direct key** is computable before lowering: the content fingerprint of
+  the DSL definition and its closure instead of the lowered program. It maps to
+  a build key through a link in the store.
+
+Both share every other ingredient: backend and its whole configuration,
+argument types, static arguments, connectivity *types*, device, toolchain.
 """
 
 from __future__ import annotations
@@ -10,38 +15,73 @@ from __future__ import annotations
 from typing import Any
 
 from gtcache.gt4py import _compat, toolchain
+from gtcache.gt4py.definition import definition_fingerprint
 from gtcache.keys import make_key
 
-__all__ = ["BUILD_KEY_KIND", "build_ingredients", "build_key"]
+__all__ = [
+    "BUILD_KEY_KIND",
+    "DIRECT_KEY_KIND",
+    "build_ingredients",
+    "direct_ingredients",
+    "make_key",
+]
 
 BUILD_KEY_KIND = "build/1"
+DIRECT_KEY_KIND = "direct/1"
+
+#: Backend fingerprints by backend object (kept alive here, so ids are not reused).
+_backend_fingerprints: dict[int, tuple[Any, str]] = {}
 
 
 def build_ingredients(backend: Any, compilable: Any) -> dict[str, Any]:
-    args = compilable.args
-    backend_name = str(getattr(backend, "name", type(backend).__qualname__))
+    """Ingredients of the build key of a lowered ``CompilableProgramDef``."""
+    return {
+        "program_ir": _compat.ir_fingerprint(compilable.data),
+        **_shared_ingredients(backend, compilable.args),
+    }
+
+
+def direct_ingredients(backend: Any, definition_stage: Any, compile_time_args: Any) -> dict[str, Any]:
+    """Ingredients of the direct key; ``ValueError`` if the definition cannot be keyed by content."""
+    return {
+        "definition": definition_fingerprint(definition_stage),
+        "definition_kind": type(definition_stage).__name__,
+        **_shared_ingredients(backend, compile_time_args),
+    }
+
+
+def backend_name(backend: Any) -> str:
+    return str(getattr(backend, "name", type(backend).__qualname__))
+
+
+def _backend_config(backend: Any) -> str:
+    cached = _backend_fingerprints.get(id(backend))
+    if cached is not None and cached[0] is backend:
+        return cached[1]
+    fingerprint = _compat.backend_fingerprint(backend)
+    _backend_fingerprints[id(backend)] = (backend, fingerprint)
+    return fingerprint
+
+
+def _shared_ingredients(backend: Any, args: Any) -> dict[str, Any]:
+    name = backend_name(backend)
     facts = toolchain.toolchain_facts()
     device = _device_type(backend)
     ingredients: dict[str, Any] = {
-        "program_ir": _compat.ir_fingerprint(compilable.data),
-        "backend": backend_name,
-        "backend_config": _compat.backend_fingerprint(backend),
+        "backend": name,
+        "backend_config": _backend_config(backend),
         "arg_types": [str(t) for t in args.args],
         "kwarg_types": {k: str(t) for k, t in sorted(args.kwargs.items())},
         "static_args": _descriptors(args.argument_descriptor_contexts),
         "connectivity_types": _compat.offset_provider_type(args.offset_provider),
         "column_axis": None if args.column_axis is None else str(args.column_axis),
         "device": {"type": device, "arch": toolchain.device_arch(device)},
-        **{f"toolchain.{name}": value for name, value in facts.items()},
+        **{f"toolchain.{key}": value for key, value in facts.items()},
     }
-    if "dace" in backend_name or "-march=native" in str(facts.get("build_env")):
+    if "dace" in name or "-march=native" in str(facts.get("build_env")):
         # dace builds with -march=native by default: its code is for this CPU only.
         ingredients["cpu_features"] = toolchain.cpu_features()
     return ingredients
-
-
-def build_key(ingredients: dict[str, Any]) -> str:
-    return make_key(BUILD_KEY_KIND, ingredients)
 
 
 def _device_type(backend: Any) -> str:

@@ -11,6 +11,7 @@ import re
 
 __all__ = [
     "CACHEDIR_TAG",
+    "DIRECT_DIR",
     "ENTRIES_DIR",
     "ENTRY_FILE",
     "ENTRY_PATH_PATTERN",
@@ -21,6 +22,7 @@ __all__ = [
     "LAYOUT_VERSION",
     "TMP_DIR",
     "TRASH_DIR",
+    "direct_link",
     "entry_dir",
     "is_key",
 ]
@@ -33,6 +35,7 @@ LAYOUT_FORMAT = "gtcache-store"
 LAYOUT_FILE = "gtcache-layout.json"
 CACHEDIR_TAG = "CACHEDIR.TAG"
 ENTRIES_DIR = "entries"
+DIRECT_DIR = "direct"
 TMP_DIR = "tmp"
 TRASH_DIR = "trash"
 INDEX_DIR = "index"
@@ -57,3 +60,8 @@ def is_key(text: str) -> bool:
 def entry_dir(root: pathlib.Path, key: str) -> pathlib.Path:
     """The folder of the entry ``key`` (which need not exist)."""
     return root / ENTRIES_DIR / key[:2] / key
+
+
+def direct_link(root: pathlib.Path, direct_key: str) -> pathlib.Path:
+    """The file mapping a direct key to the build key of its entry."""
+    return root / DIRECT_DIR / direct_key[:2] / direct_key

@@ -141,6 +141,25 @@ class Store:
             # Not fsynced: usage counters are worth less than a disk flush per hit.
             _files.atomic_write_text(path, record.dumps(), durable=False)
 
+    # -- direct keys --------------------------------------------------------------------
+
+    def resolve_direct(self, direct_key: str) -> str | None:
+        """The build key a direct key was linked to, or ``None``. Never raises."""
+        try:
+            text = _layout.direct_link(self.root, direct_key).read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        return text if _layout.is_key(text) else None
+
+    def link_direct(self, direct_key: str, build_key: str) -> None:
+        """Record that ``direct_key`` names the entry ``build_key`` (atomic; last writer wins)."""
+        self._require_writable()
+        if not (_layout.is_key(direct_key) and _layout.is_key(build_key)):
+            raise ValueError("Direct and build keys must be 32 lowercase hex digits.")
+        link = _layout.direct_link(self.root, direct_key)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        _files.atomic_write_text(link, build_key + "\n", durable=False)
+
     # -- publish ------------------------------------------------------------------------
 
     def publish(self, draft: EntryDraft, files: Mapping[str, pathlib.Path | bytes]) -> Entry:
@@ -229,7 +248,7 @@ class Store:
         keys = [key for key, _ in self._disk_keys()]
         freed = self.remove(keys)
         self._index.drop()
-        for leftover in (_layout.TMP_DIR, _layout.TRASH_DIR):
+        for leftover in (_layout.TMP_DIR, _layout.TRASH_DIR, _layout.DIRECT_DIR):
             _files.remove_tree(self.root / leftover)
         return freed
 

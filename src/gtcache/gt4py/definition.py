@@ -1,0 +1,131 @@
+"""Content fingerprint of a DSL definition and everything its lowering reads, before lowering.
+
+gt4py fingerprints DSL functions by reference (qualified name) in its own keys,
+and its ``semantic_fingerprinter`` includes source locations. The direct key
+needs what the frontend reads, by content and without locations:
+
+- the function's source text (dedented; no file name, no line numbers),
+- its annotations (evaluated in the enclosing scope),
+- its closure variables as gt4py's frontend collects them
+  (``source_utils.get_closure_vars_from_function``), each by value:
+  field/scan operators and programs recursively through their definition
+  functions and attributes, dimensions and offsets by their fields, numbers,
+  strings, constant namespaces, enum classes and members by value,
+- for a closure variable that is a *module*, the value of every attribute chain
+  the source reads from it (``constants.CPD`` -> the value of ``CPD``), since
+  the frontend resolves those at lowering time.
+
+Anything gtcache cannot fingerprint by content (a non-importable object, a
+function without source) raises ``ValueError``: there is then no direct key and
+the lookup falls back to the build key after lowering. Correctness over speed.
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+import functools
+import inspect
+import textwrap
+import types
+from typing import Any
+
+from gtcache.gt4py import _compat
+
+__all__ = ["definition_fingerprint"]
+
+
+def definition_fingerprint(definition_stage: Any) -> str:
+    """Fingerprint a ``DSLProgramDef`` / ``DSLFieldOperatorDef`` by content, location-free."""
+    try:
+        return str(_fingerprinter(definition_stage))
+    except RecursionError:
+        raise ValueError("the definition's closure is too deep to fingerprint") from None
+    except Exception as error:  # the fingerprinter rejects what it cannot key by content
+        raise ValueError(f"cannot fingerprint the definition by content ({error})") from error
+
+
+@functools.lru_cache(maxsize=4096)
+def _source_facts(code: types.CodeType, func: types.FunctionType) -> tuple[str, dict[str, list[tuple[str, ...]]]]:
+    """Dedented source and, per root name, the attribute chains it reads. Cached per code object."""
+    try:
+        source = textwrap.dedent(inspect.getsource(func))
+    except (OSError, TypeError) as error:
+        raise ValueError(f"no source for '{func.__qualname__}'") from error
+    chains: dict[str, list[tuple[str, ...]]] = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute):
+            parts: list[str] = []
+            value: ast.expr = node
+            while isinstance(value, ast.Attribute):
+                parts.append(value.attr)
+                value = value.value
+            if isinstance(value, ast.Name):
+                chains.setdefault(value.id, []).append(tuple(reversed(parts)))
+    return source, chains
+
+
+def _module_reads(module: types.ModuleType, chains: list[tuple[str, ...]]) -> dict[str, Any]:
+    """Values of the attribute chains read from a module (sub-modules are followed)."""
+    reads: dict[str, Any] = {}
+    for chain in sorted(set(chains)):
+        value: Any = module
+        for depth, attr in enumerate(chain):
+            value = getattr(value, attr, _MISSING)
+            if value is _MISSING:
+                break
+            if not isinstance(value, types.ModuleType):
+                reads[".".join(chain[: depth + 1])] = value
+                break
+    return reads
+
+
+_MISSING = object()
+
+
+def _deconstruct_function(func: types.FunctionType) -> Any:
+    source, chains = _source_facts(func.__code__, func)
+    closure = _compat.closure_vars(func)
+    by_value = {}
+    modules = {}
+    for name, value in closure.items():
+        if isinstance(value, types.ModuleType):
+            modules[name] = _module_reads(value, chains.get(name, []))
+        else:
+            by_value[name] = value
+    return _compat.fingerprinting.Deconstruction.from_pieces(
+        source, by_value, modules, dict(func.__annotations__), state=b"gtcache-dsl-function"
+    )
+
+
+def _refuse_module(module: types.ModuleType) -> Any:
+    # A module reached other than as a closure variable (e.g. through an object's
+    # attributes) cannot be keyed by content: which of its attributes matter is unknown.
+    raise ValueError(f"module '{module.__name__}' is reached outside a closure")
+
+
+def _deconstruct_enum_class(cls: type[enum.Enum]) -> Any:
+    # By value: the frontend folds 'MyEnum.MEMBER' to the member's value.
+    members = {name: member.value for name, member in cls.__members__.items()}
+    return _compat.fingerprinting.Deconstruction.from_pieces(
+        f"{cls.__module__}.{cls.__qualname__}", members, state=b"gtcache-enum-class"
+    )
+
+
+def _deconstruct_enum_member(member: enum.Enum) -> Any:
+    return _compat.fingerprinting.Deconstruction.from_pieces(
+        f"{type(member).__module__}.{type(member).__qualname__}", member.name, member.value,
+        state=b"gtcache-enum-member",
+    )
+
+
+_fingerprinter = _compat.fingerprinting.make_fingerprinter(
+    deconstructor=_compat.fingerprinting.make_strict_data_deconstructor(
+        {
+            types.FunctionType: _deconstruct_function,
+            types.ModuleType: _refuse_module,
+            enum.EnumMeta: _deconstruct_enum_class,
+            enum.Enum: _deconstruct_enum_member,
+        }
+    )
+)

@@ -1,0 +1,256 @@
+"""The transparent hook: plain gt4py scripts under GTCACHE_DIR, keys that never go stale.
+
+Every scenario runs a user's project in a fresh interpreter, as a model run
+would. The roundtrip backend keeps compiles cheap; what is tested (keys,
+lookups, publishing at gt4py's seam) does not depend on the backend, and the
+gtfn/dace payloads are covered by test_compiled_store.py and one gtfn run here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import textwrap
+
+import pytest
+
+from tests.helpers import run_python
+
+pytestmark = pytest.mark.slow
+
+CONSTS = """
+from gt4py.eve.utils import FrozenNamespace
+
+PHYS = FrozenNamespace(FACTOR={factor})
+"""
+
+OPS = """
+import gt4py.next as gtx
+from gt4py.next import Dims, Field, float64
+
+from proj.consts import PHYS
+
+IDim = gtx.Dimension("IDim")
+
+
+@gtx.field_operator
+def scale(a: Field[Dims[IDim], float64]) -> Field[Dims[IDim], float64]:
+    return {scale_body}
+"""
+
+PROG = """
+{padding}import gt4py.next as gtx
+from gt4py.next import Dims, Field, float64
+
+from proj.ops import IDim, scale
+
+
+@gtx.field_operator
+def _shift_scale(a: Field[Dims[IDim], float64]) -> Field[Dims[IDim], float64]:
+    return scale(a) + {offset}
+
+
+@gtx.program
+def shift_scale(a: Field[Dims[IDim], float64], out: Field[Dims[IDim], float64]):
+    _shift_scale(a, out=out)
+"""
+
+#: The user's script: plain gt4py, no gtcache import, default (process) runner.
+RUN = """
+import dataclasses, json, sys
+import numpy as np
+import gt4py.next as gtx
+from gt4py.next.otf import runners
+from proj.prog import shift_scale, IDim
+
+def main():
+    backend = {backend}
+    a = gtx.as_field([IDim], np.arange(8.0))
+    out = gtx.as_field([IDim], np.zeros(8))
+    shift_scale.with_backend(backend)(a, out, offset_provider={{}})
+    report = {{"out": out.asnumpy().tolist(), "worker_pool": runners._default_runner is not None}}
+    if "gtcache" in sys.modules:
+        from gtcache.gt4py import active_hook
+        hook = active_hook()
+        report["counts"] = dict(hook.counts) if hook else None
+        report["outcomes"] = [dataclasses.asdict(o) for o in hook.outcomes] if hook else []
+    else:
+        report["counts"] = None
+    print("REPORT " + json.dumps(report))
+
+if __name__ == "__main__":
+    main()
+"""
+
+ROUNDTRIP = "gtx.itir_python"
+ROUNDTRIP_NOT_EMBEDDED = (
+    "dataclasses.replace(gtx.itir_python, executor=dataclasses.replace("
+    "gtx.itir_python.executor, use_embedded=False))"
+)
+
+
+def write_project(
+    root: pathlib.Path, *, factor: str = "2.0", scale_body: str = "PHYS.FACTOR * a",
+    offset: str = "1.0", padding: int = 0, backend: str = ROUNDTRIP,
+) -> pathlib.Path:
+    proj = root / "proj"
+    proj.mkdir(parents=True, exist_ok=True)
+    (proj / "__init__.py").write_text("")
+    (proj / "consts.py").write_text(CONSTS.format(factor=factor))
+    (proj / "ops.py").write_text(OPS.format(scale_body=scale_body))
+    (proj / "prog.py").write_text(PROG.format(padding="\n" * padding, offset=offset))
+    (root / "run.py").write_text(RUN.format(backend=backend))
+    return root
+
+
+def run_project(root: pathlib.Path, store: pathlib.Path | None, **env: str) -> dict:
+    environ = {"PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1", **env}
+    if store is not None:
+        environ["GTCACHE_DIR"] = str(store)
+    code = f"import runpy; runpy.run_path({str(root / 'run.py')!r}, run_name='__main__')"
+    out = run_python(code, env=environ)
+    line = next(l for l in out.splitlines() if l.startswith("REPORT "))
+    return json.loads(line.removeprefix("REPORT "))
+
+
+def statuses(report: dict) -> list[tuple[str, str | None]]:
+    return [(o["status"], o["via"]) for o in report["outcomes"]]
+
+
+def expected(factor: float, offset: float) -> list[float]:
+    return [factor * i + offset for i in range(8)]
+
+
+def test_without_gtcache_dir_nothing_is_loaded(tmp_path: pathlib.Path) -> None:
+    project = write_project(tmp_path / "p")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GTCACHE")}
+    code = "import sys, gt4py.next; print('gtcache' in sys.modules, 'gtcache._autoload' in sys.modules)"
+    out = run_python(code, env={**env, "PYTHONPATH": str(project)})
+    assert out.split() == ["False", "False"]
+
+
+def test_plain_script_compiles_once_then_loads_without_workers(tmp_path: pathlib.Path) -> None:
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+
+    first = run_project(project, store)
+    assert statuses(first) == [("compiled", None)]
+    assert first["out"] == expected(2.0, 1.0)
+
+    second = run_project(project, store)
+    assert statuses(second) == [("hit", "direct")], "a fresh process loads without lowering"
+    assert second["out"] == expected(2.0, 1.0)
+    assert second["worker_pool"] is False, "a hit must not start gt4py's worker pool"
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["lines above the program", "moved project", "new process"],
+)
+def test_changes_that_must_hit(tmp_path: pathlib.Path, change: str) -> None:
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    assert statuses(run_project(project, store)) == [("compiled", None)]
+    if change == "lines above the program":
+        write_project(project, padding=7)
+    elif change == "moved project":
+        project = tmp_path / "elsewhere" / "p"
+        shutil.move(tmp_path / "p", project)
+    report = run_project(project, store)
+    assert statuses(report) == [("hit", "direct")]
+    assert report["out"] == expected(2.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("change", "edit", "factor", "offset"),
+    [
+        ("program body", {"offset": "3.0"}, 2.0, 3.0),
+        ("called operator in another module", {"scale_body": "a * PHYS.FACTOR * 2.0"}, 4.0, 1.0),
+        ("constant read from another module", {"factor": "5.0"}, 5.0, 1.0),
+        ("backend option", {"backend": ROUNDTRIP_NOT_EMBEDDED}, 2.0, 1.0),
+    ],
+)
+def test_changes_that_must_recompile(
+    tmp_path: pathlib.Path, change: str, edit: dict, factor: float, offset: float
+) -> None:
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    assert statuses(run_project(project, store)) == [("compiled", None)]
+    write_project(project, **edit)
+    report = run_project(project, store)
+    assert statuses(report) == [("compiled", None)], change
+    assert report["out"] == expected(factor, offset)
+    # and the edited variant is now stored too
+    assert statuses(run_project(project, store)) == [("hit", "direct")]
+
+
+def test_self_check_recomputes_the_build_key(tmp_path: pathlib.Path) -> None:
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    run_project(project, store)
+    report = run_project(project, store, GTCACHE_SELF_CHECK="1")
+    assert statuses(report) == [("hit", "direct")]
+    assert report["counts"]["self_check_ok"] == 1
+    assert "self_check_failed" not in report["counts"]
+
+
+def test_stale_direct_link_falls_back_to_the_build_key(tmp_path: pathlib.Path) -> None:
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    run_project(project, store)
+    for link in (store / "direct").rglob("*"):
+        if link.is_file():
+            link.write_text("0" * 32 + "\n")  # points at no entry
+    report = run_project(project, store)
+    assert statuses(report) == [("hit", "build")]
+    assert statuses(run_project(project, store)) == [("hit", "direct")], "the link was repaired"
+
+
+def test_unusable_store_warns_and_compiles(tmp_path: pathlib.Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    project = write_project(tmp_path / "p")
+    code = f"""
+    import runpy, warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        runpy.run_path({str(project / 'run.py')!r}, run_name="__main__")
+    print("WARNINGS", sum("gtcache" in str(w.message) for w in caught))
+    """
+    out = run_python(code, env={"PYTHONPATH": str(project), "GTCACHE_DIR": str(blocker / "store")})
+    report = json.loads(next(l for l in out.splitlines() if l.startswith("REPORT ")).removeprefix("REPORT "))
+    assert report["out"] == expected(2.0, 1.0)
+    assert out.split("WARNINGS")[1].strip() == "1"
+
+
+def test_full_disk_while_publishing_keeps_the_program_running(tmp_path: pathlib.Path) -> None:
+    """A file-size limit makes every store write fail with EFBIG, like a full disk."""
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    run_project(project, store)  # one stored variant that must survive
+    before = sorted(p.relative_to(store) for p in (store / "entries").rglob("*"))
+    write_project(project, offset="9.0")
+    code = f"""
+    import resource, runpy, signal
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))
+    runpy.run_path({str(project / 'run.py')!r}, run_name="__main__")
+    """
+    out = run_python(code, env={"PYTHONPATH": str(project), "GTCACHE_DIR": str(store)})
+    report = json.loads(next(l for l in out.splitlines() if l.startswith("REPORT ")).removeprefix("REPORT "))
+    assert report["out"] == expected(2.0, 9.0)
+    assert [o["detail"].startswith("not stored") for o in report["outcomes"]] == [True]
+    assert sorted(p.relative_to(store) for p in (store / "entries").rglob("*")) == before
+    assert not any((store / "tmp").iterdir())
+
+
+def test_gtfn_program_through_the_hook_in_process_mode(tmp_path: pathlib.Path) -> None:
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p", backend="gtx.gtfn_cpu")
+    first = run_project(project, store)
+    assert statuses(first) == [("compiled", None)] and first["out"] == expected(2.0, 1.0)
+    second = run_project(project, store)
+    assert statuses(second) == [("hit", "direct")] and second["worker_pool"] is False
+    assert second["out"] == expected(2.0, 1.0)
