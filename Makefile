@@ -13,11 +13,11 @@ PYTEST_ARGS ?=
 PIP := $(PY) -m pip --disable-pip-version-check
 QUIET_PIP := { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
-.PHONY: help venv demo test bench clean
+.PHONY: help venv demo test lint bench clean
 
 help:
 	@echo "make demo   - set up .venv, compile the built-in examples into $(DEMO_STORE), list it"
-	@echo "make test   - set up .venv and run the test suite"
+	@echo "make test   - set up .venv, lint (ruff, mypy --strict) and run the test suite"
 	@echo "make bench  - run the benchmark (writes docs/benchmarks.md)"
 	@echo "make clean  - remove .venv and build/"
 
@@ -38,8 +38,12 @@ demo: venv
 	$(PY) -O -m gtcache.demo --cache-dir $(DEMO_STORE)
 	$(VENV)/bin/gtcache --cache-dir $(DEMO_STORE) ls
 
-test: venv
+test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check src cli tests bench
+	$(VENV)/bin/mypy
 
 bench: venv
 	$(PY) -O bench/run.py

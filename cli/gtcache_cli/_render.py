@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 import gtcache
+from gtcache.policies import PrunePlan, VerifyReport
+from gtcache.store import LedgerTotals
 
 # On a terminal rich fits tables to its width; in pipes and CI logs nothing is cut.
 _console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
@@ -69,7 +71,7 @@ def info_text(entries: Sequence[gtcache.EntryInfo]) -> None:
             record = e.record
             rows.append(("device", f"{record.device.get('type')} {record.device.get('arch') or ''}".strip()))
             rows.append(("artifact", str(record.artifact.get("kind"))))
-            rows += [(f"file", f"{f.path} ({gtcache.format_size(f.size)}, xxh3 {f.xxh3})") for f in record.files]
+            rows += [("file", f"{f.path} ({gtcache.format_size(f.size)}, xxh3 {f.xxh3})") for f in record.files]
             rows += [(f"key: {k}", _short(v)) for k, v in sorted(record.ingredients.items())]
         width = max(len(label) for label, _ in rows)
         for label, value in rows:
@@ -81,11 +83,15 @@ def _short(value: Any, limit: int = 100) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def stats_text(stats: gtcache.StoreStats, *, root: pathlib.Path) -> None:
+def stats_text(stats: gtcache.StoreStats, ledger: LedgerTotals, *, root: pathlib.Path) -> None:
     _console.print(f"Store:    {root}")
     broken = f" ({stats.broken} broken)" if stats.broken else ""
     _console.print(f"Entries:  {stats.entries}{broken}, {stats.size_str}")
-    _console.print(f"Hits:     {stats.hits}, {stats.compile_seconds_saved:.1f}s of compiling saved")
+    _console.print(f"Hits:     {stats.hits} recorded in entries, {stats.compile_seconds_saved:.1f}s of compiling saved")
+    _console.print(
+        f"Runs:     {ledger.runs}: {ledger.hits} hits, {ledger.compiled} compiled, {ledger.bypassed} bypassed,"
+        f" {ledger.failed} failed; {ledger.compile_seconds:.1f}s compiling, {ledger.compile_seconds_saved:.1f}s saved"
+    )
     for title, groups in (("backend", stats.by_backend), ("gt4py", stats.by_gt4py)):
         if not groups:
             continue
@@ -97,3 +103,28 @@ def stats_text(stats: gtcache.StoreStats, *, root: pathlib.Path) -> None:
             table.add_row(name, str(count), gtcache.format_size(size))
         _console.print()
         _console.print(table)
+
+
+def plan_table(plan: PrunePlan) -> None:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for name in ("KEY", "PROGRAM", "BACKEND", "SIZE", "LAST USED", "REASON"):
+        table.add_column(name, justify="right" if name == "SIZE" else "left", no_wrap=name not in ("PROGRAM", "REASON"))
+    for removal in plan.removals:
+        e = removal.entry
+        table.add_row(e.key[:12], e.qualified_program, e.backend, e.size_str, _when(e.last_used), removal.reason)
+    _console.print(table)
+    _console.print(
+        f"{len(plan.removals)} entries, {plan.freed_str} to free; {plan.remaining_entries} entries"
+        f" ({gtcache.format_size(plan.remaining_size)}) stay in '{plan.root}'."
+    )
+
+
+def verify_text(report: VerifyReport) -> None:
+    for problem in report.repaired:
+        _console.print(f"repaired {problem.kind}: {problem.path} ({problem.detail})", markup=False)
+    for problem in report.problems:
+        _console.print(f"{problem.kind}: {problem.path} ({problem.detail})", markup=False)
+    for note in report.notes:
+        _console.print(f"note: {note}", markup=False)
+    state = "no problems" if report.ok else f"{len(report.problems)} problems"
+    _console.print(f"Checked {report.entries} entries in '{report.root}': {state}.")

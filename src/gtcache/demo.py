@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
                 offset_provider=offset_provider,
             )
             seconds = time.perf_counter() - start
-            call_args, out = example.make_args(SIZE, seed=1)
+            call_args, out = example.make_args(SIZE, 1)
             program(*call_args, offset_provider=offset_provider)
             ok = np.allclose(out.asnumpy(), example.reference(call_args))
             failures += not ok

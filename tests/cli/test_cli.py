@@ -140,3 +140,65 @@ def test_console_script_runs(store: gtcache.Store) -> None:
     script = pathlib.Path(sys.executable).with_name("gtcache")
     proc = subprocess.run([str(script), "--cache-dir", str(store.root), "ls", "--json"], capture_output=True, text=True)
     assert proc.returncode == 0 and len(json.loads(proc.stdout)) == 3
+
+
+def test_prune_plans_then_removes(store: gtcache.Store) -> None:
+    code, out = run("--cache-dir", str(store.root), "prune", "--broken", "--dry-run")
+    assert code == 0 and "broken" in out and "1 entries" in out
+    assert len(store.scan().entries) == 3
+    code, out = run("--cache-dir", str(store.root), "prune", "--broken", "--json", "--dry-run")
+    plan = json.loads(out)
+    assert plan["entries"] == 1 and plan["dry_run"] is True and plan["removals"][0]["status"] == "broken"
+    code, out = run("--cache-dir", str(store.root), "prune", "--broken", "--yes")
+    assert code == 0 and "Removed 1 entries" in out
+    code, out = run("--cache-dir", str(store.root), "prune", "--broken", "--yes")
+    assert code == 0 and "Nothing to remove" in out
+
+
+def test_prune_needs_a_policy_and_good_units(store: gtcache.Store) -> None:
+    code, out = run("--cache-dir", str(store.root), "prune")
+    assert code == 2 and "Give a policy" in out
+    code, out = run("--cache-dir", str(store.root), "prune", "--max-size", "lots")
+    assert code == 2 and "not a size" in out
+    code, out = run("--cache-dir", str(store.root), "prune", "--broken", "--json")
+    assert code == 2 and "--yes" in out
+
+
+def test_prune_max_size_json(store: gtcache.Store) -> None:
+    code, out = run("--cache-dir", str(store.root), "prune", "--max-size", "0", "--json", "--yes")
+    assert code == 0 and json.loads(out)["remaining_entries"] == 0
+    assert store.scan().entries == ()
+
+
+def test_rm_by_key_and_program(store: gtcache.Store) -> None:
+    rows = json.loads(run("--cache-dir", str(store.root), "ls", "--json")[1])
+    alpha = next(r for r in rows if r["program"].endswith("alpha"))
+    code, out = run("--cache-dir", str(store.root), "rm", alpha["key"][:8], "--yes")
+    assert code == 0 and "Removed 1 entries" in out
+    code, out = run("--cache-dir", str(store.root), "rm", "--program", "be*", "--yes")
+    assert code == 0 and "Removed 1 entries" in out
+    code, out = run("--cache-dir", str(store.root), "rm")
+    assert code == 2
+    code, out = run("--cache-dir", str(store.root), "rm", "nosuch", "--yes")
+    assert code == 1 and "No entry matches" in out
+
+
+def test_verify_exit_codes(store: gtcache.Store) -> None:
+    code, out = run("--cache-dir", str(store.root), "verify")
+    assert code == 1 and "broken-entry" in out
+    code, out = run("--cache-dir", str(store.root), "verify", "--repair", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["ok"] and len(report["repaired"]) == 1
+    code, out = run("--cache-dir", str(store.root), "verify")
+    assert code == 0 and "no problems" in out
+
+
+def test_stats_reports_runs_and_zero(store: gtcache.Store) -> None:
+    store.record_run({"counts": {"hit": 4, "compiled": 2, "bypassed": 1}, "compile_seconds": 20.0, "compile_seconds_saved": 44.0})
+    code, out = run("--cache-dir", str(store.root), "stats", "--json")
+    runs = json.loads(out)["runs"]
+    assert (runs["runs"], runs["hits"], runs["compiled"], runs["bypassed"]) == (1, 4, 2, 1)
+    assert runs["compile_seconds_saved"] == 44.0
+    code, out = run("--cache-dir", str(store.root), "stats", "--zero")
+    assert code == 0 and "Forgot 1 recorded runs" in out
+    assert json.loads(run("--cache-dir", str(store.root), "stats", "--json")[1])["runs"]["runs"] == 0

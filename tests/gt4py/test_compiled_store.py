@@ -151,7 +151,7 @@ def test_two_processes_compiling_one_variant_leave_one_entry(tmp_path: pathlib.P
         for i in range(2)
     ]
     results = [proc.communicate(timeout=600) for proc in procs]
-    for proc, (out, err) in zip(procs, results):
+    for proc, (_out, err) in zip(procs, results, strict=False):
         assert proc.returncode == 0, err
     entries = gtcache.open_store(store).scan().entries
     assert len(entries) == 1 and entries[0].ok

@@ -12,7 +12,6 @@ import json
 import os
 import pathlib
 import shutil
-import textwrap
 
 import pytest
 
@@ -254,3 +253,30 @@ def test_gtfn_program_through_the_hook_in_process_mode(tmp_path: pathlib.Path) -
     second = run_project(project, store)
     assert statuses(second) == [("hit", "direct")] and second["worker_pool"] is False
     assert second["out"] == expected(2.0, 1.0)
+
+
+def test_runs_are_recorded_in_the_ledger(tmp_path: pathlib.Path) -> None:
+    import gtcache
+
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    run_project(project, store)
+    run_project(project, store)
+    ledger = gtcache.open_store(store).ledger()
+    assert (ledger.runs, ledger.compiled, ledger.hits) == (2, 1, 1)
+    assert ledger.compile_seconds > 0 and ledger.compile_seconds_saved > 0
+
+
+def test_size_cap_is_enforced_after_publishing(tmp_path: pathlib.Path) -> None:
+    import gtcache
+
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    run_project(project, store)
+    first = gtcache.open_store(store).scan().entries
+    write_project(project, offset="5.0")
+    # room for one entry only: the older one must go when the new one arrives
+    report = run_project(project, store, GTCACHE_MAX_FILES="2")
+    assert report["out"] == expected(2.0, 5.0)
+    entries = gtcache.open_store(store).scan().entries
+    assert len(entries) == 1 and entries[0].key != first[0].key

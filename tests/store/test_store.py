@@ -12,7 +12,7 @@ import pytest
 
 import gtcache
 from gtcache.keys import make_key
-from gtcache.store import ENTRY_PATH_PATTERN, EntryDraft, _layout
+from gtcache.store import ENTRY_PATH_PATTERN, EntryDraft
 
 SCHEMA = json.loads(
     (pathlib.Path(__file__).parents[2] / "cache_schema/v1/entry.schema.json").read_text()

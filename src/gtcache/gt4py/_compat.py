@@ -15,7 +15,7 @@ this one.
 from __future__ import annotations
 
 import dataclasses
-import importlib.metadata
+import importlib
 from typing import Any
 
 import gt4py
@@ -41,6 +41,7 @@ __all__ = [
     "artifact_class",
     "backend_fingerprint",
     "closure_vars",
+    "fingerprinting",
     "has_custom_compile",
     "compilation_tasks",
     "compiled_program",
@@ -145,10 +146,3 @@ def _describe_type(value: Any) -> str:
     if isinstance(value, (tuple, list)):
         return "(" + ", ".join(_describe_type(v) for v in value) + ")"
     return repr(value)
-
-
-def distribution_version(name: str) -> str | None:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None

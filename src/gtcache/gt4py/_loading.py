@@ -6,10 +6,11 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gtcache import toolchain as _toolchain
 from gtcache.gt4py import codecs
 from gtcache.store import Entry, EntryDraft, Store
 
-__all__ = ["LoadedArtifact", "load_entry", "publish_artifact"]
+__all__ = ["LoadedArtifact", "artifact_of", "load_entry", "publish_artifact"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,11 +27,15 @@ class LoadedArtifact:
         return self.program
 
 
+def artifact_of(entry: Entry, *, store: Store) -> Any:
+    """Check an entry's files against their checksums and rebuild its artifact."""
+    store.verify_payload(entry)
+    return codecs.decode(entry.record.artifact, entry.path)
+
+
 def load_entry(entry: Entry, backend: Any, *, store: Store) -> Callable[..., Any]:
     """Check an entry's files against their checksums, rebuild its artifact and load it."""
-    store.verify_payload(entry)
-    artifact = codecs.decode(entry.record.artifact, entry.path)
-    return backend.load_artifact(artifact)  # type: ignore[no-any-return]
+    return backend.load_artifact(artifact_of(entry, store=store))  # type: ignore[no-any-return]
 
 
 def publish_artifact(
@@ -49,6 +54,8 @@ def publish_artifact(
         for name, value in ingredients.items()
         if name.startswith("toolchain.")
     }
+    if toolchain.get("cxx"):  # readable, for the record only (not a key ingredient)
+        toolchain["cxx_version"] = _toolchain.compiler_version()
     draft = EntryDraft(
         key=key,
         ingredients=dict(ingredients),

@@ -61,7 +61,7 @@ def decode(description: Mapping[str, Any], entry_path: pathlib.Path) -> object:
 
 
 def _device(name: str) -> Any:
-    return _compat.DeviceType[name]
+    return _compat.DeviceType.__members__[name]
 
 
 # -- gtfn: one nanobind extension module ------------------------------------------------

@@ -105,17 +105,17 @@ def _refuse_module(module: types.ModuleType) -> Any:
 
 
 def _deconstruct_enum_class(cls: type[enum.Enum]) -> Any:
-    # By value: the frontend folds 'MyEnum.MEMBER' to the member's value.
+    # By value, not by reference: the frontend folds 'MyEnum.MEMBER' to the member's
+    # value, so an edited value must change the key and a moved module must not.
     members = {name: member.value for name, member in cls.__members__.items()}
     return _compat.fingerprinting.Deconstruction.from_pieces(
-        f"{cls.__module__}.{cls.__qualname__}", members, state=b"gtcache-enum-class"
+        cls.__qualname__, members, state=b"gtcache-enum-class"
     )
 
 
 def _deconstruct_enum_member(member: enum.Enum) -> Any:
     return _compat.fingerprinting.Deconstruction.from_pieces(
-        f"{type(member).__module__}.{type(member).__qualname__}", member.name, member.value,
-        state=b"gtcache-enum-member",
+        type(member).__qualname__, member.name, member.value, state=b"gtcache-enum-member"
     )
 
 

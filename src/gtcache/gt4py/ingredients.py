@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gtcache.gt4py import _compat, toolchain
+from gtcache import toolchain
+from gtcache.gt4py import _compat
 from gtcache.gt4py.definition import definition_fingerprint
 from gtcache.keys import make_key
 
@@ -65,7 +66,8 @@ def _backend_config(backend: Any) -> str:
 
 def _shared_ingredients(backend: Any, args: Any) -> dict[str, Any]:
     name = backend_name(backend)
-    facts = toolchain.toolchain_facts()
+    family = toolchain.backend_family(name)
+    facts = toolchain.toolchain_facts(family)
     device = _device_type(backend)
     ingredients: dict[str, Any] = {
         "backend": name,
@@ -78,7 +80,7 @@ def _shared_ingredients(backend: Any, args: Any) -> dict[str, Any]:
         "device": {"type": device, "arch": toolchain.device_arch(device)},
         **{f"toolchain.{key}": value for key, value in facts.items()},
     }
-    if "dace" in name or "-march=native" in str(facts.get("build_env")):
+    if family in ("dace", "other") or "-march=native" in str(facts.get("build_env")):
         # dace builds with -march=native by default: its code is for this CPU only.
         ingredients["cpu_features"] = toolchain.cpu_features()
     return ingredients

@@ -11,6 +11,7 @@ import re
 
 __all__ = [
     "CACHEDIR_TAG",
+    "CONFIG_FILE",
     "DIRECT_DIR",
     "ENTRIES_DIR",
     "ENTRY_FILE",
@@ -20,6 +21,8 @@ __all__ = [
     "LAYOUT_FILE",
     "LAYOUT_FORMAT",
     "LAYOUT_VERSION",
+    "LEDGER_DIR",
+    "QUARANTINE_DIR",
     "TMP_DIR",
     "TRASH_DIR",
     "direct_link",
@@ -38,6 +41,9 @@ ENTRIES_DIR = "entries"
 DIRECT_DIR = "direct"
 TMP_DIR = "tmp"
 TRASH_DIR = "trash"
+QUARANTINE_DIR = "quarantine"
+LEDGER_DIR = "ledger"
+CONFIG_FILE = "gtcache.toml"
 INDEX_DIR = "index"
 ENTRY_FILE = "entry.json"
 

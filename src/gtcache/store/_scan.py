@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import pathlib
 from collections.abc import Mapping
 from typing import Any
@@ -35,12 +36,25 @@ class EntryInfo:
     #: The gt4py version that built it ("?" when unreadable).
     gt4py: str
     size: int
+    #: Files on disk for this entry (payload files and ``entry.json``), for inode quotas.
+    files: int
     created: str
     last_used: str
     hits: int
     compile_seconds: float
-    record: EntryRecord | None
     problem: str | None
+    #: The parsed ``entry.json`` as read (what ``record`` is built from, on demand).
+    raw: Mapping[str, Any] | None = dataclasses.field(default=None, repr=False, compare=False)
+
+    @functools.cached_property
+    def record(self) -> EntryRecord | None:
+        """The full record of a sound entry (built on first use: listings do not need it)."""
+        if self.problem is not None or self.raw is None:
+            return None
+        try:
+            return EntryRecord.from_json(self.raw)
+        except ValueError:
+            return None
 
     @property
     def ok(self) -> bool:
@@ -60,18 +74,21 @@ class EntryInfo:
         *,
         key: str,
         path: pathlib.Path,
-        record: EntryRecord | None,
         raw: Mapping[str, Any] | None,
         problem: str | None,
     ) -> EntryInfo:
-        """Build from a sound record, or from whatever could be read of a broken one."""
+        """Build from a checked record (``problem`` None), or from what could be read of a broken one."""
+        original = raw
         raw = raw if isinstance(raw, Mapping) else {}
         program = _mapping(raw.get("program"))
         backend = _mapping(raw.get("backend"))
-        files = raw.get("files") if isinstance(raw.get("files"), list) else []
-        size = record.size if record else sum(
-            f["size"] for f in files if isinstance(f, dict) and isinstance(f.get("size"), int)
+        files = raw.get("files")
+        size = sum(
+            f["size"]
+            for f in (files if isinstance(files, list) else [])
+            if isinstance(f, dict) and isinstance(f.get("size"), int)
         )
+        hits = raw.get("hits")
         name = str(program.get("name", "?"))
         module = program.get("module")
         return cls(
@@ -82,12 +99,13 @@ class EntryInfo:
             backend=str(backend.get("name", "?")),
             gt4py=str(_mapping(raw.get("toolchain")).get("gt4py", "?")),
             size=size,
+            files=1 + (len(files) if isinstance(files, list) else 0),
             created=str(raw.get("created", "")),
             last_used=str(raw.get("last_used", "")),
-            hits=raw.get("hits") if isinstance(raw.get("hits"), int) else 0,
+            hits=hits if isinstance(hits, int) else 0,
             compile_seconds=_number(raw.get("compile_seconds")),
-            record=record,
             problem=problem,
+            raw=original if isinstance(original, Mapping) else None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -142,7 +160,8 @@ class StoreStats:
 class StoreScan:
     root: pathlib.Path
     entries: tuple[EntryInfo, ...]
-    #: How the index served this scan: "ok", "rebuilt" or "unavailable" (read from folders).
+    #: How the index served this scan: "ok", "rebuilt", "unavailable" or "unused" (records read
+    #: from the folders).
     index: str
 
     @property

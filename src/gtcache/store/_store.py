@@ -29,7 +29,7 @@ from gtcache.errors import (
     NotAStoreError,
     StoreVersionError,
 )
-from gtcache.store import _files, _layout
+from gtcache.store import _files, _layout, _ledger
 from gtcache.store._index import Index, IndexRow
 from gtcache.store._record import EntryRecord, FileRecord, now_iso
 from gtcache.store._scan import EntryInfo, StoreScan
@@ -110,6 +110,8 @@ class Store:
         if record.key != key:
             raise CorruptEntryError(key, f"its record names key '{record.key}'.")
         if problem := _size_problem(path, record.files):
+            if not (path / _layout.ENTRY_FILE).exists():
+                return None  # removed (renamed away whole) while we looked: absent, not broken
             raise CorruptEntryError(key, problem)
         return Entry(record=record, path=path)
 
@@ -176,10 +178,10 @@ class Store:
             target.parent.mkdir(parents=True, exist_ok=True)
             for _attempt in range(3):
                 if _rename_if_absent(staging, target):
+                    # The index is not touched: model runs (many ranks, shared file
+                    # systems) never open SQLite; the next scan picks the entry up.
                     _files.fsync_dir(target.parent)
-                    entry = Entry(record=_read_record(target), path=target)
-                    self._index_put(entry.key, entry.record.to_json(), None)
-                    return entry
+                    return Entry(record=_read_record(target), path=target)
                 try:
                     existing = self.lookup(draft.key)
                     if existing is not None:
@@ -265,9 +267,13 @@ class Store:
 
     # -- scan ---------------------------------------------------------------------------
 
-    def scan(self) -> StoreScan:
-        """Every entry folder, sound or broken, reconciled with (and refreshing) the index."""
-        rows = None if self.read_only else self._index.rows()
+    def scan(self, *, use_index: bool = True) -> StoreScan:
+        """Every entry folder, sound or broken, reconciled with (and refreshing) the index.
+
+        ``use_index=False`` reads every ``entry.json`` and never opens the index
+        (what a model run does: it must not touch SQLite on a shared file system).
+        """
+        rows = None if self.read_only or not use_index else self._index.rows()
         index_state = self._index.state if rows is not None else "unavailable"
         rows = rows or {}
         seen = set()
@@ -277,13 +283,79 @@ class Store:
             row = rows.get(key)
             if row is None or row.mtime_ns != mtime_ns:
                 row = self._read_row(key, mtime_ns)
-                if not self.read_only:
-                    self._index_put(key, row.record, row.problem, mtime_ns=mtime_ns)
+                if not self.read_only and use_index:
+                    self._index.put(key, row)
             infos.append(self._info(key, row))
         for stale in rows.keys() - seen:
             self._index.delete(stale)
+        if not use_index:
+            index_state = "unused"
         infos.sort(key=lambda info: (info.program, info.backend, info.key))
         return StoreScan(root=self.root, entries=tuple(infos), index=index_state)
+
+    def check_index(self) -> str:
+        """How the index compares with the folders, refreshing it if needed.
+
+        "ok"; "lagging" (behind the folders, which is normal after publishes);
+        "rebuilt" (it was unreadable); "unavailable" (read-only or unwritable).
+        """
+        if self.read_only:
+            return "unavailable"
+        rows = self._index.rows()
+        if rows is None:
+            return "unavailable"
+        if self._index.state == "rebuilt":
+            self.scan()
+            return "rebuilt"
+        disk = dict(self._disk_keys())
+        lagging = rows.keys() != disk.keys() or any(
+            rows[key].mtime_ns != (mtime or 0) for key, mtime in disk.items()
+        )
+        if lagging:
+            self.scan()
+        return "lagging" if lagging else "ok"
+
+    def quarantine(self, key: str) -> pathlib.Path | None:
+        """Move an entry out of the way, into ``quarantine/``, for inspection; None if absent."""
+        self._require_writable()
+        folder = self.root / _layout.QUARANTINE_DIR
+        folder.mkdir(exist_ok=True)
+        target = folder / _files.unique_name(f"{key}-")
+        try:
+            os.rename(self.entry_path(key), target)
+        except FileNotFoundError:
+            return None
+        self._index.delete(key)
+        return target
+
+    def usage(self) -> tuple[int, int, int]:
+        """(entries, bytes, files) from the folders alone: no record is parsed, no index read."""
+        entries = size = files = 0
+        for key, _ in self._disk_keys():
+            entries += 1
+            with contextlib.suppress(OSError), os.scandir(self.entry_path(key)) as items:
+                for item in items:
+                    with contextlib.suppress(OSError):
+                        size += item.stat(follow_symlinks=False).st_size
+                        files += 1
+        return entries, size, files
+
+    # -- the ledger ---------------------------------------------------------------------
+
+    def record_run(self, summary: Mapping[str, Any]) -> None:
+        """Add one process run's summary to the ledger (nothing on a read-only store)."""
+        if not self.read_only:
+            _ledger.write_run(self.root, summary)
+
+    def ledger(self) -> _ledger.LedgerTotals:
+        return _ledger.totals(self.root)
+
+    def ledger_runs(self) -> list[dict[str, Any]]:
+        return _ledger.read_runs(self.root)[0]
+
+    def zero_ledger(self) -> int:
+        self._require_writable()
+        return _ledger.zero(self.root)
 
     def rebuild_index(self) -> StoreScan:
         """Drop the index and rebuild it from the entry folders."""
@@ -347,27 +419,11 @@ class Store:
 
     def _info(self, key: str, row: IndexRow) -> EntryInfo:
         path = self.entry_path(key)
-        record = None
         problem = row.problem
         if problem is None and row.record is not None:
-            record = EntryRecord.from_json(row.record)
             # Sizes change without touching entry.json (a truncated payload): check them here.
-            problem = _size_problem(path, record.files)
-            if problem is not None:
-                record = None
-        return EntryInfo.make(key=key, path=path, record=record, raw=row.record, problem=problem)
-
-    def _index_put(
-        self, key: str, record: dict[str, Any] | None, problem: str | None, *, mtime_ns: int | None = None
-    ) -> None:
-        if self.read_only:
-            return
-        if mtime_ns is None:
-            try:
-                mtime_ns = (self.entry_path(key) / _layout.ENTRY_FILE).stat().st_mtime_ns
-            except OSError:
-                return
-        self._index.put(key, IndexRow(mtime_ns=mtime_ns or 0, record=record, problem=problem))
+            problem = _raw_size_problem(str(path), row.record.get("files", ()))
+        return EntryInfo.make(key=key, path=path, raw=row.record, problem=problem)
 
     def _require_writable(self) -> None:
         if self.read_only:
@@ -452,6 +508,18 @@ def _size_problem(path: pathlib.Path, files: Sequence[FileRecord]) -> str | None
             return f"file '{item.path}' is missing."
         if size != item.size:
             return f"file '{item.path}' has {size} bytes, not {item.size}."
+    return None
+
+
+def _raw_size_problem(path: str, files: Any) -> str | None:
+    """``_size_problem`` for an already checked record as JSON (no dataclasses, no pathlib)."""
+    for item in files:
+        try:
+            size = os.stat(os.path.join(path, item["path"])).st_size
+        except OSError:
+            return f"file '{item['path']}' is missing."
+        if size != item["size"]:
+            return f"file '{item['path']}' has {size} bytes, not {item['size']}."
     return None
 
 

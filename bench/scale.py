@@ -1,0 +1,92 @@
+"""Store operations at scale, on synthetic entries (``make bench`` runs it after run.py).
+
+Entries are written straight in layout v1 (a record and one small payload each,
+no fsync) so that 100,000 of them take seconds to make; everything measured
+then goes through the library as ``gtcache ls``/``stats``/``prune`` do.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import pathlib
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "src"))
+
+import gtcache  # noqa: E402
+from gtcache.keys import make_key  # noqa: E402
+from gtcache.policies import PrunePolicy, plan_prune  # noqa: E402
+from gtcache.store import _files  # noqa: E402
+
+SIZES = [int(n) for n in os.environ.get("BENCH_SCALE", "10000,100000").split(",")]
+
+
+def fill(root: pathlib.Path, count: int) -> None:
+    gtcache.open_store(root)
+    start = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    payload = b"x" * 2048
+    digest = _files.xxhash.xxh3_128_hexdigest(payload)
+    for i in range(count):
+        key = make_key("scale", {"i": i})
+        folder = root / "entries" / key[:2] / key
+        folder.mkdir(parents=True)
+        (folder / "program.py").write_bytes(payload)
+        when = (start + datetime.timedelta(seconds=i)).isoformat()
+        record = {
+            "schema_version": 1, "key": key,
+            "ingredients": {"program_ir": str(i), "backend": "run_gtfn_cpu", "backend_config": "x"},
+            "program": {"name": f"stencil_{i % 500}", "module": "bench.synthetic"},
+            "backend": {"name": "run_gtfn_cpu", "options": {}},
+            "device": {"type": "CPU", "arch": None},
+            "toolchain": {"gt4py": "1.2.3", "python_abi": ".cpython-312-x86_64-linux-gnu.so"},
+            "artifact": {"kind": "roundtrip", "fields": {"source": "program.py", "entry_point_name": "p", "column_axis": None, "debug": False}},
+            "files": [{"path": "program.py", "size": len(payload), "xxh3": digest}],
+            "created": when, "last_used": when, "hits": i % 7, "compile_seconds": 1.0 + i % 30,
+            "gtcache_version": gtcache.__version__,
+        }
+        (folder / "entry.json").write_text(json.dumps(record))
+
+
+def timed(func: Callable[[], Any], repeats: int = 3) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        func()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> list[str]:
+    rows = ["| entries | first scan (no index) | `ls`/`stats` scan (index) | prune plan (given a scan) | prune plan incl. scan |",
+            "|---:|---:|---:|---:|---:|"]
+    for count in SIZES:
+        work = pathlib.Path(tempfile.mkdtemp(prefix="gtcache-scale-"))
+        try:
+            root = work / "store"
+            fill(root, count)
+            store = gtcache.open_store(root)
+            start = time.perf_counter()
+            scan = store.scan()
+            first = time.perf_counter() - start
+            indexed = timed(lambda: store.scan().stats())
+            policy = PrunePolicy(max_size=count * 1024, unused_for=200 * 86400.0)
+            plan_only = timed(lambda: plan_prune(scan, policy))
+            with_scan = timed(lambda: plan_prune(store.scan(), policy))
+            rows.append(f"| {count:,} | {first:.2f} s | {indexed:.2f} s | {plan_only:.2f} s | {with_scan:.2f} s |")
+            print(rows[-1], flush=True)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return rows
+
+
+if __name__ == "__main__":
+    for line in main():
+        print(line)

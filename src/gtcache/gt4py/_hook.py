@@ -1,0 +1,354 @@
+"""The ``Hook``: what happens to one program variant on its way through gt4py's compile.
+
+``make_task`` stands in for ``compilation_tasks.make_compilation_task`` and
+``submit`` for the runner's ``submit`` (see ``gtcache.gt4py.hook`` for how they
+are patched in): a variant found in the store by its direct key (no lowering)
+or its build key (after gt4py's lowering) becomes a served task; a miss stays
+gt4py's own task, and what gt4py builds is published before gt4py sees it.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+import functools
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from gtcache.errors import CorruptEntryError, GtcacheError, UnsupportedArtifactError
+from gtcache.gt4py import _compat
+from gtcache.gt4py._loading import LoadedArtifact, artifact_of, publish_artifact
+from gtcache.gt4py.ingredients import (
+    BUILD_KEY_KIND,
+    DIRECT_KEY_KIND,
+    backend_name,
+    build_ingredients,
+    direct_ingredients,
+    make_key,
+)
+from gtcache.policies.limits import Limits, enforce_limits
+from gtcache.store import Store, now_iso
+
+__all__ = ["GtcacheWarning", "Hook", "Outcome"]
+
+
+class GtcacheWarning(UserWarning):
+    """A cache problem that did not stop the program (it compiled without the cache)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What happened to one program variant."""
+
+    program: str
+    backend: str
+    #: "hit", "compiled" (and published unless ``detail`` says otherwise), "bypassed"
+    #: (gt4py compiled, nothing stored) or "failed" (gt4py's compilation raised).
+    status: str
+    key: str | None
+    seconds: float
+    #: For hits: "direct" (no lowering) or "build" (found after lowering).
+    via: str | None = None
+    detail: str | None = None
+    #: For hits: the part of ``seconds`` spent in gt4py's ``backend.load_artifact``.
+    load_seconds: float = 0.0
+    #: For hits: the compile seconds the entry recorded (what this hit did not spend).
+    saved_seconds: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class _Variant:
+    """What the hook knows of a variant on its way through gt4py's runner."""
+
+    program: dict[str, str]
+    backend: str
+    key: str
+    ingredients: dict[str, Any]
+    direct_key: str | None
+    start: float
+
+
+@dataclasses.dataclass(frozen=True)
+class _Loaded:
+    program: Callable[..., Any]
+    load_seconds: float
+    compile_seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
+class _ServedTask(_compat.runners.CompilationTask):
+    """A task the store answered: its 'artifact' is the loaded program."""
+
+    served: LoadedArtifact | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _PublishingTask(_compat.runners.CompilationTask):
+    """gt4py's own task, marked so that its artifact is published when it completes."""
+
+    variant: _Variant | None = None
+
+
+class Hook:
+    """Serves gt4py compilations from ``store`` (``None``: pass everything through)."""
+
+    def __init__(
+        self, store: Store | None, *, serial: bool = False, self_check: bool = False,
+        limits: Limits | None = None,
+    ):
+        self.store = store
+        self.serial = serial
+        self.self_check = self_check
+        self.limits = limits
+        self.started = now_iso()
+        self._limits_checked = 0.0
+        #: How many outcomes are in the ledger already.
+        self._recorded = 0
+        self.outcomes: list[Outcome] = []
+        self.counts: collections.Counter[str] = collections.Counter()
+        self._hits: collections.Counter[str] = collections.Counter()
+        self._lock = threading.Lock()
+        self._warned: set[str] = set()
+
+    # -- reporting ------------------------------------------------------------------------
+
+    def warn_once(self, reason: str) -> None:
+        with self._lock:
+            if reason in self._warned:
+                return
+            self._warned.add(reason)
+        warnings.warn(f"gtcache: {reason} (compiling without the cache)", GtcacheWarning, stacklevel=4)
+
+    def _record(self, outcome: Outcome) -> None:
+        with self._lock:
+            self.outcomes.append(outcome)
+            self.counts[outcome.status] += 1
+
+    def flush_usage(self) -> None:
+        """Write the hit counts gathered in memory into the entries (once, not per hit)."""
+        with self._lock:
+            hits, self._hits = self._hits, collections.Counter()
+        if self.store is not None:
+            for key, count in hits.items():
+                self.store.touch(key, hits=count)
+
+    def close(self) -> None:
+        """Flush usage counters and add this run to the store's stats ledger. Never raises."""
+        try:
+            self.flush_usage()
+            with self._lock:
+                outcomes = self.outcomes[self._recorded:]
+                self._recorded = len(self.outcomes)
+            if self.store is not None and outcomes:
+                self.store.record_run(_run_summary(self.started, outcomes))
+        except Exception as error:  # at exit, a cache problem must stay a warning
+            self.warn_once(f"cannot record usage in '{getattr(self.store, 'root', '?')}': {error!r}")
+
+    # -- the task factory ----------------------------------------------------------------
+
+    def make_task(
+        self, original: Callable[..., Any], backend: Any, definition_stage: Any, cta: Any
+    ) -> Any:
+        start = time.perf_counter()
+        if self.store is None:
+            return original(backend, definition_stage, cta)
+        definition = definition_stage.definition
+        program = {"name": definition.__name__, "module": getattr(definition, "__module__", "") or ""}
+        name = backend_name(backend)
+        if _compat.has_custom_compile(backend):  # opaque: gt4py's business alone
+            self._record(Outcome(program["name"], name, "bypassed", None, 0.0, detail="custom compile"))
+            return original(backend, definition_stage, cta)
+
+        direct_key = self._direct_key(backend, definition_stage, cta)
+        if direct_key is not None and (build_key := self.store.resolve_direct(direct_key)):
+            loaded = self._load(build_key, backend)
+            if loaded is not None and not (self.self_check and self._self_check_fails(
+                original, backend, definition_stage, cta, build_key, direct_key
+            )):
+                return self._served(program, name, build_key, loaded, start, "direct")
+
+        task = original(backend, definition_stage, cta)  # gt4py lowers the program here
+        try:
+            ingredients = build_ingredients(backend, task.construct_compilable(False))
+        except Exception as error:  # a program gtcache does not understand passes through
+            self._record(Outcome(program["name"], name, "bypassed", None, 0.0, detail=repr(error)))
+            return task
+        key = make_key(BUILD_KEY_KIND, ingredients)
+        loaded = self._load(key, backend)
+        if loaded is not None:
+            self._link(direct_key, key)
+            return self._served(program, name, key, loaded, start, "build")
+        variant = _Variant(program, name, key, ingredients, direct_key, start)
+        return _PublishingTask(
+            name=task.name,
+            construct_compilable=task.construct_compilable,
+            executor=task.executor,
+            no_offload_reason=task.no_offload_reason,
+            variant=variant,
+        )
+
+    def _direct_key(self, backend: Any, definition_stage: Any, cta: Any) -> str | None:
+        try:
+            return make_key(DIRECT_KEY_KIND, direct_ingredients(backend, definition_stage, cta))
+        except ValueError:  # not keyable by content: the build key still works
+            return None
+
+    def _self_check_fails(
+        self, original: Callable[..., Any], backend: Any, definition_stage: Any, cta: Any,
+        build_key: str, direct_key: str,
+    ) -> bool:
+        task = original(backend, definition_stage, cta)
+        actual = make_key(BUILD_KEY_KIND, build_ingredients(backend, task.construct_compilable(False)))
+        if actual == build_key:
+            self.counts["self_check_ok"] += 1
+            return False
+        self.counts["self_check_failed"] += 1
+        warnings.warn(
+            f"gtcache self-check: direct key '{direct_key}' of '{definition_stage.definition.__name__}'"
+            f" links to build key '{build_key}' but lowering gives '{actual}'; not using it.",
+            GtcacheWarning,
+            stacklevel=4,
+        )
+        return True
+
+    def _load(self, key: str, backend: Any) -> _Loaded | None:
+        """The loaded program of entry ``key`` and the seconds gt4py's load took, or None."""
+        assert self.store is not None
+        try:
+            entry = self.store.lookup(key)
+            if entry is None:
+                return None
+            artifact = artifact_of(entry, store=self.store)
+            start = time.perf_counter()
+            program = backend.load_artifact(artifact)
+            load_seconds = time.perf_counter() - start
+        except CorruptEntryError as error:
+            self.warn_once(str(error))
+            return None
+        except Exception as error:  # a payload that does not load is a miss, never a failure
+            self.warn_once(f"entry '{key}' did not load: {error!r}")
+            return None
+        with self._lock:
+            self._hits[key] += 1
+        return _Loaded(program, load_seconds, entry.record.compile_seconds)
+
+    def _link(self, direct_key: str | None, build_key: str) -> None:
+        if direct_key is None or self.store is None or self.store.read_only:
+            return
+        try:
+            self.store.link_direct(direct_key, build_key)
+        except (OSError, GtcacheError) as error:
+            self.warn_once(f"cannot write to '{self.store.root}': {error}")
+
+    def _served(
+        self, program: dict[str, str], backend: str, key: str, loaded: _Loaded, start: float, via: str,
+    ) -> _ServedTask:
+        seconds = time.perf_counter() - start
+        self._record(Outcome(
+            program["name"], backend, "hit", key, seconds, via,
+            load_seconds=loaded.load_seconds, saved_seconds=loaded.compile_seconds,
+        ))
+        return _ServedTask(
+            name=program["name"],
+            construct_compilable=_nothing,
+            executor=_nothing,
+            no_offload_reason="served by gtcache",
+            served=LoadedArtifact(loaded.program),
+        )
+
+    # -- the runner ----------------------------------------------------------------------
+
+    def submit(self, original_runner: Callable[[], Any], task: Any) -> concurrent.futures.Future[Any]:
+        if isinstance(task, _ServedTask):
+            future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            future.set_result(task.served)
+            return future
+        runner = _compat.runners.SerialRunner() if self.serial else original_runner()
+        inner = runner.submit(task)
+        if not isinstance(task, _PublishingTask) or task.variant is None:
+            return inner
+        # gt4py waits on 'outer', which completes only after the artifact is published:
+        # once a program has its variant, the store has it too (and a process that exits
+        # right after its last compile still publishes everything).
+        outer: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        inner.add_done_callback(functools.partial(self._publish, task.variant, outer))
+        return outer
+
+    def _publish(
+        self, variant: _Variant, outer: concurrent.futures.Future[Any],
+        inner: concurrent.futures.Future[Any],
+    ) -> None:
+        try:
+            self._publish_result(variant, inner)
+        finally:
+            if inner.cancelled():
+                outer.cancel()
+            elif (error := inner.exception()) is not None:
+                outer.set_exception(error)
+            else:
+                outer.set_result(inner.result())
+
+    def _publish_result(self, variant: _Variant, future: concurrent.futures.Future[Any]) -> None:
+        seconds = time.perf_counter() - variant.start
+        name = variant.program["name"]
+        if future.cancelled() or future.exception() is not None:
+            self._record(Outcome(name, variant.backend, "failed", variant.key, seconds))
+            return
+        status, detail = "compiled", None
+        try:
+            assert self.store is not None
+            if self.store.read_only:
+                raise GtcacheError(f"Store '{self.store.root}' is read-only.")
+            publish_artifact(
+                self.store, future.result(), key=variant.key, ingredients=variant.ingredients,
+                program=variant.program, compile_seconds=seconds,
+            )
+            self._link(variant.direct_key, variant.key)
+            self._enforce_limits()
+        except UnsupportedArtifactError as error:
+            status, detail = "bypassed", str(error)
+        except Exception as error:  # full disk, permissions, anything: the program goes on
+            detail = f"not stored: {error}"
+            self.warn_once(f"cannot publish to '{self.store.root if self.store else '?'}': {error}")
+        self._record(Outcome(name, variant.backend, status, variant.key, seconds, detail=detail))
+
+
+    def _enforce_limits(self) -> None:
+        """The size cap, after a publish; at most every few seconds per process."""
+        if self.limits is None or not self.limits.active or self.store is None:
+            return
+        now = time.monotonic()
+        if now - self._limits_checked < _LIMITS_INTERVAL:
+            return
+        self._limits_checked = now
+        enforce_limits(self.store, self.limits)
+
+
+#: Seconds between two size-cap checks of one process.
+_LIMITS_INTERVAL = 10.0
+
+
+def _run_summary(started: str, outcomes: list[Outcome]) -> dict[str, Any]:
+    counts = collections.Counter(o.status for o in outcomes)
+    return {
+        "started": started,
+        "argv": sys.argv[:4],
+        "gt4py": _compat.GT4PY_VERSION,
+        "counts": dict(counts),
+        "compile_seconds": round(sum(o.seconds for o in outcomes if o.status == "compiled"), 3),
+        "compile_seconds_saved": round(sum(o.saved_seconds for o in outcomes if o.status == "hit"), 3),
+        "variants": [
+            {"program": o.program, "backend": o.backend, "key": o.key, "status": o.status}
+            for o in outcomes
+        ],
+    }
+
+
+def _nothing(_compilable: Any) -> Any:
+    """Stands in for a served task's steps, which nothing ever calls."""
+    return None

@@ -1,0 +1,95 @@
+"""The automatic size cap: limits from the store's config file or the environment,
+enforced after publishes (never on the lookup path), cheaply, by one process at a time.
+
+``<store>/gtcache.toml``::
+
+    [limits]
+    max_size = "20G"     # bytes of entries
+    max_files = 200000   # files of entries (inode quotas on parallel file systems)
+
+``GTCACHE_MAX_SIZE`` / ``GTCACHE_MAX_FILES`` override the file. When a limit is
+exceeded, least recently used entries go until the store fits again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import tomllib
+from collections.abc import Mapping
+
+import filelock
+
+from gtcache.errors import GtcacheError
+from gtcache.policies._units import parse_size
+from gtcache.policies.prune import PrunePlan, PrunePolicy, plan_prune
+from gtcache.store import Store
+from gtcache.store._layout import CONFIG_FILE
+
+__all__ = ["Limits", "enforce_limits"]
+
+LOCKS_DIR = "locks"
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    max_size: int | None = None
+    max_files: int | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.max_size is not None or self.max_files is not None
+
+    @classmethod
+    def for_store(cls, root: pathlib.Path, env: Mapping[str, str] | None = None) -> Limits:
+        """The store's ``gtcache.toml`` ``[limits]``, overridden by ``GTCACHE_MAX_SIZE``/``_FILES``."""
+        env = os.environ if env is None else env
+        table: Mapping[str, object] = {}
+        config = root / CONFIG_FILE
+        if config.exists():
+            try:
+                table = tomllib.loads(config.read_text(encoding="utf-8")).get("limits", {})
+            except (OSError, tomllib.TOMLDecodeError) as error:
+                raise GtcacheError(f"Cannot read '{config}': {error}.") from None
+        size = env.get("GTCACHE_MAX_SIZE") or table.get("max_size")
+        files = env.get("GTCACHE_MAX_FILES") or table.get("max_files")
+        try:
+            return cls(
+                max_size=parse_size(str(size)) if size not in (None, "") else None,
+                max_files=int(str(files)) if files not in (None, "") else None,
+            )
+        except ValueError as error:
+            raise GtcacheError(f"Bad store limit: {error}") from None
+
+
+def enforce_limits(store: Store, limits: Limits) -> PrunePlan | None:
+    """Prune least recently used entries until ``store`` fits ``limits``.
+
+    Cheap when the store fits (a walk of the entry folders, no record parsed, no
+    index opened). Only one process enforces at a time; others skip (the lock
+    is tried, never waited for). Returns the executed plan, or None.
+    """
+    if not limits.active or store.read_only:
+        return None
+    entries, size, files = store.usage()
+    if not _over(size, files, limits):
+        return None
+    lock_dir = store.root / LOCKS_DIR
+    lock_dir.mkdir(exist_ok=True)
+    try:
+        with filelock.FileLock(str(lock_dir / "limits.lock"), timeout=0):
+            plan = plan_prune(
+                store.scan(use_index=False),
+                PrunePolicy(max_size=limits.max_size, max_files=limits.max_files),
+            )
+            plan.execute(store)
+            return plan
+    except (filelock.Timeout, OSError):  # another process enforces, or no locking here
+        return None
+
+
+def _over(size: int, files: int, limits: Limits) -> bool:
+    return (limits.max_size is not None and size > limits.max_size) or (
+        limits.max_files is not None and files > limits.max_files
+    )

@@ -1,0 +1,188 @@
+"""Prune plans: which entries a policy removes and why, computed before anything is deleted.
+
+A policy has *filters* (``program``, ``backend``: only matching entries may be
+removed), *criteria* that remove every candidate they match (``broken``,
+``older_than``, ``unused_for``, ``stale``, ``keep_gt4py``) and *caps* over the
+whole store (``max_size``, ``max_files``) that remove candidates, least recently
+used first (or least compile time saved per byte, ``by_value``), until the
+store fits. ``plan_prune`` returns a ``PrunePlan``; only ``PrunePlan.execute``
+deletes, each entry by the store's atomic removal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import fnmatch
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gtcache.store import EntryInfo, Store, StoreScan, format_size
+
+__all__ = ["PrunePlan", "PrunePolicy", "Removal", "plan_prune"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PrunePolicy:
+    max_size: int | None = None
+    max_files: int | None = None
+    #: Seconds since creation beyond which an entry goes.
+    older_than: float | None = None
+    #: Seconds since last use beyond which an entry goes.
+    unused_for: float | None = None
+    #: Toolchain facts an entry must match to stay (e.g. ``{"gt4py": "1.2.3"}``).
+    stale: Mapping[str, Any] | None = None
+    #: gt4py versions whose entries stay; others go.
+    keep_gt4py: frozenset[str] | None = None
+    broken: bool = False
+    program: str | None = None
+    backend: str | None = None
+    by_value: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("max_size", "max_files", "older_than", "unused_for"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ValueError(f"'{name}' must not be negative.")
+
+    @property
+    def selects_anything(self) -> bool:
+        """False when only filters are given: nothing would ever be removed."""
+        limits = (self.max_size, self.max_files, self.older_than, self.unused_for, self.stale, self.keep_gt4py)
+        return self.broken or any(value is not None for value in limits)
+
+
+@dataclasses.dataclass(frozen=True)
+class Removal:
+    entry: EntryInfo
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.entry.to_json(), "reason": self.reason}
+
+
+@dataclasses.dataclass(frozen=True)
+class PrunePlan:
+    root: Any
+    removals: tuple[Removal, ...]
+    #: What the store holds after the plan is executed.
+    remaining_entries: int
+    remaining_size: int
+
+    @property
+    def freed(self) -> int:
+        return sum(r.entry.size for r in self.removals)
+
+    @property
+    def freed_str(self) -> str:
+        return format_size(self.freed)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cache_dir": str(self.root),
+            "entries": len(self.removals),
+            "freed": self.freed,
+            "remaining_entries": self.remaining_entries,
+            "remaining_size": self.remaining_size,
+            "removals": [r.to_json() for r in self.removals],
+        }
+
+    def execute(self, store: Store) -> int:
+        """Remove the planned entries (those already gone are skipped); return bytes freed."""
+        return store.remove(r.entry.key for r in self.removals)
+
+
+def plan_prune(scan: StoreScan, policy: PrunePolicy, *, now: datetime.datetime | None = None) -> PrunePlan:
+    now = now or datetime.datetime.now(datetime.UTC)
+    candidates = [e for e in scan.entries if _passes_filters(e, policy)]
+    removals: dict[str, Removal] = {}
+    for entry in candidates:
+        if (reason := _criterion(entry, policy, now)) is not None:
+            removals[entry.key] = Removal(entry, reason)
+
+    kept = [e for e in scan.entries if e.key not in removals]
+    size = sum(e.size for e in kept)
+    files = sum(e.files for e in kept)
+    if _over(size, files, policy):
+        order: Callable[[EntryInfo], Any] = _value_per_byte if policy.by_value else _last_used
+        for entry in sorted((e for e in candidates if e.key not in removals), key=order):
+            if not _over(size, files, policy):
+                break
+            removals[entry.key] = Removal(entry, _cap_reason(policy))
+            size -= entry.size
+            files -= entry.files
+    ordered = tuple(removals[e.key] for e in scan.entries if e.key in removals)
+    return PrunePlan(
+        root=scan.root,
+        removals=ordered,
+        remaining_entries=len(scan.entries) - len(ordered),
+        remaining_size=size,
+    )
+
+
+def _passes_filters(entry: EntryInfo, policy: PrunePolicy) -> bool:
+    if policy.program and not any(
+        fnmatch.fnmatchcase(name, policy.program) for name in (entry.program, entry.qualified_program)
+    ):
+        return False
+    return not policy.backend or fnmatch.fnmatchcase(entry.backend, policy.backend)
+
+
+def _criterion(entry: EntryInfo, policy: PrunePolicy, now: datetime.datetime) -> str | None:
+    if not entry.ok:
+        return f"broken: {entry.problem}" if policy.broken else None
+    if policy.older_than is not None and _age(entry.created, now) > policy.older_than:
+        return f"created {_days(_age(entry.created, now))} ago"
+    if policy.unused_for is not None and _age(entry.last_used, now) > policy.unused_for:
+        return f"unused for {_days(_age(entry.last_used, now))}"
+    if policy.keep_gt4py is not None and entry.gt4py not in policy.keep_gt4py:
+        return f"built with gt4py {entry.gt4py}"
+    if policy.stale and entry.record is not None:
+        toolchain = entry.record.toolchain
+        for fact, expected in sorted(policy.stale.items()):
+            if fact in toolchain and toolchain[fact] != expected:
+                return f"stale: {fact} is {toolchain[fact]!r}, not {expected!r}"
+    return None
+
+
+def _over(size: int, files: int, policy: PrunePolicy) -> bool:
+    return (policy.max_size is not None and size > policy.max_size) or (
+        policy.max_files is not None and files > policy.max_files
+    )
+
+
+def _cap_reason(policy: PrunePolicy) -> str:
+    caps = []
+    if policy.max_size is not None:
+        caps.append(f"max size {format_size(policy.max_size)}")
+    if policy.max_files is not None:
+        caps.append(f"max files {policy.max_files}")
+    order = "least compile time saved per byte" if policy.by_value else "least recently used"
+    return f"{' and '.join(caps)}: {order}"
+
+
+def _last_used(entry: EntryInfo) -> tuple[str, str]:
+    return (entry.last_used, entry.key)
+
+
+def _value_per_byte(entry: EntryInfo) -> tuple[float, str, str]:
+    value = entry.compile_seconds * (entry.hits + 1) / max(entry.size, 1)
+    return (value, entry.last_used, entry.key)
+
+
+def _age(iso: str, now: datetime.datetime) -> float:
+    try:
+        then = datetime.datetime.fromisoformat(iso)
+    except ValueError:
+        return float("inf")
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=datetime.UTC)
+    return (now - then).total_seconds()
+
+
+def _days(seconds: float) -> str:
+    if seconds == float("inf"):
+        return "an unknown time"
+    if seconds >= 86400:
+        return f"{seconds / 86400:.1f} days"
+    return f"{seconds / 3600:.1f} hours"

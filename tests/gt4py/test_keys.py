@@ -1,0 +1,108 @@
+"""Key ingredients without compiling: what must and must not change a key."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+import textwrap
+from typing import Any
+
+import gt4py.next as gtx
+import numpy as np
+import pytest
+
+from gtcache.gt4py import _compat
+from gtcache.gt4py.definition import definition_fingerprint
+from tests.helpers import run_python
+
+Edge = gtx.Dimension("Edge")
+Vertex = gtx.Dimension("Vertex")
+E2VDim = gtx.Dimension("E2V", kind=gtx.DimensionKind.LOCAL)
+
+
+def connectivity(rows: int, cols: int, skip_value: int | None = None) -> dict:
+    table = np.zeros((rows, cols), dtype=gtx.IndexType)
+    return {"E2V": gtx.as_connectivity([Edge, E2VDim], codomain=Vertex, data=table, skip_value=skip_value)}
+
+
+def test_connectivity_types_ignore_size_and_identity() -> None:
+    assert _compat.offset_provider_type(connectivity(10, 2)) == _compat.offset_provider_type(connectivity(999, 2))
+
+
+@pytest.mark.parametrize("other", [connectivity(10, 3), connectivity(10, 2, skip_value=-1)])
+def test_connectivity_types_see_max_neighbours_and_skip_values(other: dict) -> None:
+    assert _compat.offset_provider_type(connectivity(10, 2)) != _compat.offset_provider_type(other)
+
+
+BACKEND_FP = """
+import json
+from gtcache.examples import backend_by_name
+from gtcache.gt4py import _compat
+print(json.dumps({b: _compat.backend_fingerprint(backend_by_name(b)) for b in ("gtfn_cpu", "dace_cpu")}))
+"""
+
+
+def backend_fingerprints(**env: str) -> dict[str, str]:
+    return json.loads(run_python(BACKEND_FP, env=env).strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def test_backend_config_is_stable_across_processes_and_cache_lifetimes() -> None:
+    first = backend_fingerprints(GT4PY_BUILD_CACHE_LIFETIME="session")
+    assert first == backend_fingerprints(GT4PY_BUILD_CACHE_LIFETIME="persistent")
+
+
+def test_backend_config_sees_build_options() -> None:
+    debug = backend_fingerprints(GT4PY_CMAKE_BUILD_TYPE="debug")
+    release = backend_fingerprints(GT4PY_CMAKE_BUILD_TYPE="release")
+    assert debug["gtfn_cpu"] != release["gtfn_cpu"]
+    assert debug["dace_cpu"] != release["dace_cpu"]
+
+
+OPERATOR_SOURCE = '''
+import enum
+import gt4py.next as gtx
+from gt4py.next import Dims, Field, float64
+
+IDim = gtx.Dimension("IDim")
+
+
+class Mode(enum.Enum):
+    FAST = {fast}
+
+
+@gtx.field_operator
+def op(a: Field[Dims[IDim], float64]) -> Field[Dims[IDim], float64]:
+    return a * Mode.FAST
+'''
+
+
+def load_operator(tmp_path: pathlib.Path, name: str, *, fast: float = 2.0, padding: int = 0) -> Any:
+    module_file = tmp_path / f"{name}.py"
+    module_file.write_text("\n" * padding + textwrap.dedent(OPERATOR_SOURCE.format(fast=fast)))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        module = __import__(name)
+    finally:
+        sys.path.remove(str(tmp_path))
+    return module.op
+
+
+def test_definition_fingerprint_ignores_file_and_line(tmp_path: pathlib.Path) -> None:
+    a = load_operator(tmp_path, "ops_at_top")
+    b = load_operator(tmp_path, "ops_further_down", padding=40)
+    assert definition_fingerprint(a.definition_stage) == definition_fingerprint(b.definition_stage)
+
+
+def test_definition_fingerprint_sees_enum_values(tmp_path: pathlib.Path) -> None:
+    two = load_operator(tmp_path, "ops_enum_two", fast=2.0)
+    three = load_operator(tmp_path, "ops_enum_three", fast=3.0)
+    assert definition_fingerprint(two.definition_stage) != definition_fingerprint(three.definition_stage)
+
+
+def test_definition_without_source_has_no_direct_key() -> None:
+    from gt4py.next.ffront import stages
+
+    stage = stages.DSLFieldOperatorDef(definition=eval("lambda a: a"))  # no source file behind it
+    with pytest.raises(ValueError, match="no source"):
+        definition_fingerprint(stage)

@@ -1,0 +1,58 @@
+"""The stats ledger under concurrent writers; the automatic size cap."""
+
+from __future__ import annotations
+
+import multiprocessing
+import pathlib
+
+import pytest
+
+import gtcache
+from gtcache.policies import Limits, enforce_limits
+
+
+def _write_runs(root: str, runs: int) -> None:
+    store = gtcache.open_store(root)
+    for _ in range(runs):
+        store.record_run({"counts": {"hit": 3, "compiled": 1}, "compile_seconds": 2.0, "compile_seconds_saved": 30.0})
+
+
+def test_ledger_survives_concurrent_writers(tmp_path: pathlib.Path) -> None:
+    root = tmp_path / "s"
+    gtcache.open_store(root)
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_write_runs, args=(str(root), 25)) for _ in range(4)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(60)
+        assert proc.exitcode == 0
+    totals = gtcache.open_store(root).ledger()
+    assert (totals.runs, totals.hits, totals.compiled, totals.unreadable) == (100, 300, 100, 0)
+    assert totals.compile_seconds_saved == pytest.approx(3000.0)
+
+
+def test_zero_forgets_runs(tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "s")
+    _write_runs(str(store.root), 2)
+    assert store.zero_ledger() == 2 and store.ledger().runs == 0
+
+
+def test_limits_from_config_file_and_environment(tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "s")
+    (store.root / "gtcache.toml").write_text('[limits]\nmax_size = "2K"\nmax_files = 10\n')
+    assert Limits.for_store(store.root, env={}) == Limits(max_size=2048, max_files=10)
+    assert Limits.for_store(store.root, env={"GTCACHE_MAX_SIZE": "1M"}).max_size == 2**20
+    (store.root / "gtcache.toml").write_text('[limits]\nmax_size = "lots"\n')
+    with pytest.raises(gtcache.GtcacheError, match="Bad store limit"):
+        Limits.for_store(store.root, env={})
+
+
+def test_enforce_limits_prunes_least_recently_used(make_entry) -> None:
+    for name, used in (("a", 5), ("b", 1), ("c", 3)):
+        make_entry(name, size=1000, used_days=used)
+    store = make_entry.store
+    assert enforce_limits(store, Limits(max_size=10**6)) is None, "fits: nothing to do"
+    plan = enforce_limits(store, Limits(max_size=2500))
+    assert plan is not None and [r.entry.program for r in plan.removals] == ["a"]
+    assert sorted(e.program for e in store.scan().entries) == ["b", "c"]

@@ -1,0 +1,120 @@
+"""Prune policies alone and combined, on synthetic entries with known ages and sizes."""
+
+from __future__ import annotations
+
+import pytest
+
+from gtcache.policies import PrunePolicy, parse_duration, parse_size, plan_prune
+from tests.policies.conftest import NOW
+
+DAY = 86400.0
+
+
+def removed(make_entry, policy: PrunePolicy) -> list[str]:
+    plan = plan_prune(make_entry.store.scan(), policy, now=NOW)
+    return sorted(r.entry.program for r in plan.removals)
+
+
+def test_older_than(make_entry) -> None:
+    make_entry("young", created_days=1)
+    make_entry("old", created_days=10)
+    assert removed(make_entry, PrunePolicy(older_than=7 * DAY)) == ["old"]
+
+
+def test_unused_for(make_entry) -> None:
+    make_entry("old_but_used", created_days=30, used_days=1)
+    make_entry("idle", created_days=30, used_days=20)
+    assert removed(make_entry, PrunePolicy(unused_for=14 * DAY)) == ["idle"]
+
+
+def test_max_size_removes_least_recently_used_first(make_entry) -> None:
+    make_entry("a", size=1000, used_days=5)
+    make_entry("b", size=1000, used_days=1)
+    make_entry("c", size=1000, used_days=3)
+    plan = plan_prune(make_entry.store.scan(), PrunePolicy(max_size=2500), now=NOW)
+    assert [r.entry.program for r in plan.removals] == ["a"]
+    assert plan.remaining_entries == 2 and plan.remaining_size <= 2500
+    assert "least recently used" in plan.removals[0].reason
+
+
+def test_max_files_counts_every_file(make_entry) -> None:
+    for name, used in (("a", 3), ("b", 2), ("c", 1)):
+        make_entry(name, used_days=used)  # 2 files each: payload + entry.json
+    assert removed(make_entry, PrunePolicy(max_files=4)) == ["a"]
+
+
+def test_by_value_keeps_what_saves_most_per_byte(make_entry) -> None:
+    make_entry("cheap_recent", size=1000, compile_seconds=1, used_days=0)
+    make_entry("dear_old", size=1000, compile_seconds=80, hits=5, used_days=9)
+    assert removed(make_entry, PrunePolicy(max_size=1500)) == ["dear_old"]
+    assert removed(make_entry, PrunePolicy(max_size=1500, by_value=True)) == ["cheap_recent"]
+
+
+def test_stale_and_keep_gt4py(make_entry) -> None:
+    make_entry("current", toolchain={"gt4py": "1.2.3", "python_abi": "abi-312"})
+    make_entry("older_gt4py", toolchain={"gt4py": "1.2.1", "python_abi": "abi-312"})
+    make_entry("other_python", toolchain={"gt4py": "1.2.3", "python_abi": "abi-313"})
+    here = {"gt4py": "1.2.3", "python_abi": "abi-312", "cxx": "g++"}
+    assert removed(make_entry, PrunePolicy(stale=here)) == ["older_gt4py", "other_python"]
+    assert removed(make_entry, PrunePolicy(keep_gt4py=frozenset({"1.2.3"}))) == ["older_gt4py"]
+
+
+def test_broken(make_entry) -> None:
+    make_entry("fine")
+    bad = make_entry("bad")
+    (bad.path / "program.py").write_bytes(b"")
+    assert removed(make_entry, PrunePolicy(broken=True)) == ["bad"]
+
+
+def test_filters_limit_what_may_go(make_entry) -> None:
+    make_entry("stencil_a", created_days=10)
+    make_entry("stencil_b", created_days=10, backend="run_dace_cpu")
+    make_entry("other", created_days=10)
+    assert removed(make_entry, PrunePolicy(older_than=DAY, program="stencil_*")) == ["stencil_a", "stencil_b"]
+    assert removed(make_entry, PrunePolicy(older_than=DAY, backend="*dace*")) == ["stencil_b"]
+
+
+def test_criteria_and_caps_combine(make_entry) -> None:
+    make_entry("ancient", size=1000, created_days=100)
+    make_entry("a", size=1000, used_days=5)
+    make_entry("b", size=1000, used_days=1)
+    make_entry("c", size=1000, used_days=3)
+    # 'ancient' goes by age; then the cap needs one more: the least recently used.
+    assert removed(make_entry, PrunePolicy(older_than=30 * DAY, max_size=2000)) == ["a", "ancient"]
+
+
+def test_nothing_to_prune(make_entry) -> None:
+    make_entry("a")
+    plan = plan_prune(make_entry.store.scan(), PrunePolicy(max_size=10**9), now=NOW)
+    assert plan.removals == () and plan.freed == 0
+
+
+def test_execute_frees_what_the_plan_says(make_entry) -> None:
+    make_entry("a", size=5000, created_days=10)
+    make_entry("b", size=10, created_days=1)
+    store = make_entry.store
+    plan = plan_prune(store.scan(), PrunePolicy(older_than=DAY), now=NOW)
+    assert plan.execute(store) >= plan.freed
+    assert [e.program for e in store.scan().entries] == ["b"]
+    assert plan.execute(store) == 0, "executing twice (or two prunes at once) is harmless"
+
+
+def test_policy_selects_nothing_with_filters_only() -> None:
+    assert not PrunePolicy(program="x*").selects_anything
+    assert PrunePolicy(broken=True).selects_anything
+
+
+@pytest.mark.parametrize(("text", "size"), [("500", 500), ("2K", 2048), ("1.5G", int(1.5 * 2**30)), ("10GiB", 10 * 2**30)])
+def test_parse_size(text: str, size: int) -> None:
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90", 90), ("12h", 12 * 3600), ("7d", 7 * DAY), ("2w", 14 * DAY)])
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("bad", ["ten", "5X", "", "-3d"])
+def test_bad_units_are_value_errors(bad: str) -> None:
+    with pytest.raises(ValueError):
+        parse_size(bad) if not bad.endswith("d") else parse_duration(bad)
