@@ -6,6 +6,9 @@ SHELL := /bin/bash
 
 VENV ?= .venv
 GT4PY_VERSION ?= 1.2.3
+# `make test` also runs the suite against this gt4py (icon4py 0.4.1 pins it), in its own venv;
+# `make test GT4PY_ALSO=` skips that.
+GT4PY_ALSO ?= 1.2.1
 PY := $(VENV)/bin/python
 DEMO_STORE ?= build/demo-store
 PYTEST_ARGS ?=
@@ -13,11 +16,12 @@ PYTEST_ARGS ?=
 PIP := $(PY) -m pip --disable-pip-version-check
 QUIET_PIP := { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
-.PHONY: help venv demo test lint bench clean
+.PHONY: help venv demo test test-suite lint bench clean
 
 help:
 	@echo "make demo   - set up .venv, compile the built-in examples into $(DEMO_STORE), list it"
-	@echo "make test   - set up .venv, lint (ruff, mypy --strict) and run the test suite"
+	@echo "make test   - set up .venv, lint (ruff, mypy --strict), run the test suite against"
+	@echo "              gt4py $(GT4PY_VERSION), then against gt4py $(GT4PY_ALSO) in .venv-gt4py-$(GT4PY_ALSO)"
 	@echo "make bench  - run the benchmark (writes docs/benchmarks.md)"
 	@echo "make clean  - remove .venv and build/"
 
@@ -38,7 +42,13 @@ demo: venv
 	$(PY) -O -m gtcache.demo --cache-dir $(DEMO_STORE)
 	$(VENV)/bin/gtcache --cache-dir $(DEMO_STORE) ls
 
-test: lint
+test: lint test-suite
+	@for version in $(GT4PY_ALSO); do \
+		echo "=== the test suite again, against gt4py $$version"; \
+		$(MAKE) --no-print-directory test-suite GT4PY_VERSION=$$version VENV=.venv-gt4py-$$version || exit 1; \
+	done
+
+test-suite: venv
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: venv
@@ -49,4 +59,4 @@ bench: venv
 	$(PY) -O bench/run.py
 
 clean:
-	rm -rf $(VENV) build
+	rm -rf $(VENV) .venv-gt4py-* build

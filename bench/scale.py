@@ -64,26 +64,35 @@ def timed(func: Callable[[], Any], repeats: int = 3) -> float:
     return statistics.median(times)
 
 
+def measure(count: int) -> str:
+    work = pathlib.Path(tempfile.mkdtemp(prefix="gtcache-scale-"))
+    try:
+        root = work / "store"
+        fill(root, count)
+        store = gtcache.open_store(root)
+        start = time.perf_counter()
+        scan = store.scan()
+        first = time.perf_counter() - start
+        indexed = timed(lambda: store.scan().stats())
+        policy = PrunePolicy(max_size=count * 1024, unused_for=200 * 86400.0)
+        plan_only = timed(lambda: plan_prune(scan, policy))
+        with_scan = timed(lambda: plan_prune(store.scan(), policy))
+        return f"| {count:,} | {first:.2f} s | {indexed:.2f} s | {plan_only:.2f} s | {with_scan:.2f} s |"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+HEADER = [
+    "| entries | first scan (no index yet) | `ls`/`stats` scan (index) | prune plan (given a scan) | prune plan incl. scan |",
+    "|---:|---:|---:|---:|---:|",
+]
+
+
 def main() -> list[str]:
-    rows = ["| entries | first scan (no index) | `ls`/`stats` scan (index) | prune plan (given a scan) | prune plan incl. scan |",
-            "|---:|---:|---:|---:|---:|"]
+    rows = list(HEADER)
     for count in SIZES:
-        work = pathlib.Path(tempfile.mkdtemp(prefix="gtcache-scale-"))
-        try:
-            root = work / "store"
-            fill(root, count)
-            store = gtcache.open_store(root)
-            start = time.perf_counter()
-            scan = store.scan()
-            first = time.perf_counter() - start
-            indexed = timed(lambda: store.scan().stats())
-            policy = PrunePolicy(max_size=count * 1024, unused_for=200 * 86400.0)
-            plan_only = timed(lambda: plan_prune(scan, policy))
-            with_scan = timed(lambda: plan_prune(store.scan(), policy))
-            rows.append(f"| {count:,} | {first:.2f} s | {indexed:.2f} s | {plan_only:.2f} s | {with_scan:.2f} s |")
-            print(rows[-1], flush=True)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+        rows.append(measure(count))
+        print(rows[-1], flush=True)
     return rows
 
 

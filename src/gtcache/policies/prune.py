@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import fnmatch
+import gc
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -93,7 +94,17 @@ class PrunePlan:
 
 
 def plan_prune(scan: StoreScan, policy: PrunePolicy, *, now: datetime.datetime | None = None) -> PrunePlan:
-    now = now or datetime.datetime.now(datetime.UTC)
+    """The entries ``policy`` removes from what ``scan`` saw, each with its reason."""
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # many small objects, none freed: see Store.scan
+    try:
+        return _plan(scan, policy, now or datetime.datetime.now(datetime.UTC))
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _plan(scan: StoreScan, policy: PrunePolicy, now: datetime.datetime) -> PrunePlan:
     candidates = [e for e in scan.entries if _passes_filters(e, policy)]
     removals: dict[str, Removal] = {}
     for entry in candidates:

@@ -1,8 +1,9 @@
 """The diskcache index: a rebuildable hint of what the entry folders hold.
 
-It maps each key to the parsed record, the ``entry.json`` modification time it
-was read at, and the entry's state, so that listings need not parse every
-``entry.json``. The entry folders stay the truth: ``Store.scan`` reconciles the
+It maps each key to a summary of its record (what listings and prune plans
+need), the ``entry.json`` modification time it was read at, and the entry's
+state, so that listings need not parse every ``entry.json``. Rows are stored as
+JSON text (no pickle: faster to read back in bulk, and readable by other tools). The entry folders stay the truth: ``Store.scan`` reconciles the
 index with them on every call, and any failure to open or read the index drops
 it and rebuilds it from the folders. It can live apart from the store (a
 node-local disk when the store sits on a shared file system, where SQLite
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import pathlib
 import shutil
 import sqlite3
@@ -21,12 +23,12 @@ from typing import Any
 
 import diskcache
 
-__all__ = ["INDEX_FORMAT", "Index", "IndexRow"]
+__all__ = ["INDEX_FORMAT", "Index", "IndexRow", "summarize"]
 
 #: Bumped when what the index stores changes; a mismatch rebuilds it.
-INDEX_FORMAT = 1
+INDEX_FORMAT = 2
 _META_KEY = "__gtcache_index_format__"
-_ERRORS = (OSError, sqlite3.Error, diskcache.Timeout, ValueError, TypeError, EOFError)
+_ERRORS = (OSError, sqlite3.Error, diskcache.Timeout, ValueError, TypeError, EOFError, KeyError)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +36,7 @@ class IndexRow:
     """What the index remembers of one entry folder."""
 
     mtime_ns: int
-    #: The parsed ``entry.json`` (``None`` when it could not be parsed).
+    #: A summary of ``entry.json`` (``summarize``); ``None`` when it could not be parsed.
     record: dict[str, Any] | None
     #: Why the entry is broken, or ``None`` when it is sound.
     problem: str | None
@@ -84,7 +86,7 @@ class Index:
         assert self._cache is not None
         try:
             return {
-                key: IndexRow(*value)
+                key: IndexRow(*json.loads(value))
                 for key, value in _iter_items(self._cache)
                 if key != _META_KEY
             }
@@ -96,7 +98,7 @@ class Index:
         if self.open():
             assert self._cache is not None
             try:
-                self._cache.set(key, (row.mtime_ns, row.record, row.problem))
+                self._cache.set(key, json.dumps([row.mtime_ns, summarize(row.record), row.problem]))
             except _ERRORS:
                 self.drop()
 
@@ -113,6 +115,23 @@ class Index:
         self.close()
         shutil.rmtree(self.directory, ignore_errors=True)
         self.state = "unavailable"
+
+
+#: What of a record the index keeps: enough for ``EntryInfo`` (listings, stats, prune
+#: plans); anything else is read from ``entry.json`` when asked for.
+_SUMMARY_FIELDS = ("program", "files", "created", "last_used", "hits", "compile_seconds")
+
+
+def summarize(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    if record is None:
+        return None
+    summary = {name: record[name] for name in _SUMMARY_FIELDS if name in record}
+    backend, toolchain = record.get("backend"), record.get("toolchain")
+    if isinstance(backend, dict):
+        summary["backend"] = {"name": backend.get("name")}
+    if isinstance(toolchain, dict):
+        summary["toolchain"] = {"gt4py": toolchain.get("gt4py")}
+    return summary
 
 
 def _open_cache(directory: pathlib.Path) -> diskcache.Cache:

@@ -9,6 +9,7 @@ import pathlib
 from collections.abc import Mapping
 from typing import Any
 
+from gtcache.store._layout import ENTRY_FILE
 from gtcache.store._record import EntryRecord
 
 __all__ = ["EntryInfo", "StoreScan", "StoreStats", "format_size"]
@@ -43,17 +44,18 @@ class EntryInfo:
     hits: int
     compile_seconds: float
     problem: str | None
-    #: The parsed ``entry.json`` as read (what ``record`` is built from, on demand).
+    #: What the scan read of ``entry.json`` (a summary, when it came from the index).
     raw: Mapping[str, Any] | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @functools.cached_property
     def record(self) -> EntryRecord | None:
-        """The full record of a sound entry (built on first use: listings do not need it)."""
-        if self.problem is not None or self.raw is None:
+        """The full record of a sound entry, read from ``entry.json`` on first use
+        (listings do not need it); ``None`` if the entry is broken or gone."""
+        if self.problem is not None:
             return None
         try:
-            return EntryRecord.from_json(self.raw)
-        except ValueError:
+            return EntryRecord.loads((self.path / ENTRY_FILE).read_bytes())
+        except (OSError, ValueError):
             return None
 
     @property
@@ -77,18 +79,17 @@ class EntryInfo:
         raw: Mapping[str, Any] | None,
         problem: str | None,
     ) -> EntryInfo:
-        """Build from a checked record (``problem`` None), or from what could be read of a broken one."""
-        original = raw
-        raw = raw if isinstance(raw, Mapping) else {}
-        program = _mapping(raw.get("program"))
-        backend = _mapping(raw.get("backend"))
-        files = raw.get("files")
-        size = sum(
-            f["size"]
-            for f in (files if isinstance(files, list) else [])
-            if isinstance(f, dict) and isinstance(f.get("size"), int)
-        )
-        hits = raw.get("hits")
+        """Build from a checked record (``problem`` None), or from what could be read of a broken one.
+
+        Runs once per entry per listing: plain dict access, no validation (a sound
+        record was validated when it was read; a broken one is read defensively).
+        """
+        data: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+        program = data.get("program")
+        program = program if isinstance(program, Mapping) else {}
+        files = data.get("files")
+        files = files if isinstance(files, list) else []
+        hits = data.get("hits")
         name = str(program.get("name", "?"))
         module = program.get("module")
         return cls(
@@ -96,16 +97,16 @@ class EntryInfo:
             path=path,
             program=name,
             qualified_program=f"{module}.{name}" if module else name,
-            backend=str(backend.get("name", "?")),
-            gt4py=str(_mapping(raw.get("toolchain")).get("gt4py", "?")),
-            size=size,
-            files=1 + (len(files) if isinstance(files, list) else 0),
-            created=str(raw.get("created", "")),
-            last_used=str(raw.get("last_used", "")),
+            backend=str(_mapping(data.get("backend")).get("name", "?")),
+            gt4py=str(_mapping(data.get("toolchain")).get("gt4py", "?")),
+            size=sum(f["size"] for f in files if isinstance(f, dict) and isinstance(f.get("size"), int)),
+            files=1 + len(files),
+            created=str(data.get("created", "")),
+            last_used=str(data.get("last_used", "")),
             hits=hits if isinstance(hits, int) else 0,
-            compile_seconds=_number(raw.get("compile_seconds")),
+            compile_seconds=_number(data.get("compile_seconds")),
             problem=problem,
-            raw=original if isinstance(original, Mapping) else None,
+            raw=raw if isinstance(raw, Mapping) else None,
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import gc
 import json
 import os
 import pathlib
@@ -273,6 +274,17 @@ class Store:
         ``use_index=False`` reads every ``entry.json`` and never opens the index
         (what a model run does: it must not touch SQLite on a shared file system).
         """
+        # A scan allocates a few objects per entry and frees none of them: the cyclic
+        # garbage collector would rescan the growing heap again and again (superlinear).
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._scan(use_index)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+    def _scan(self, use_index: bool) -> StoreScan:
         rows = None if self.read_only or not use_index else self._index.rows()
         index_state = self._index.state if rows is not None else "unavailable"
         rows = rows or {}
@@ -395,10 +407,8 @@ class Store:
                 for item in os.scandir(shard.path):
                     if not (_layout.is_key(item.name) and item.name.startswith(shard.name)):
                         continue
-                    try:
-                        mtime_ns: int | None = os.stat(
-                            os.path.join(item.path, _layout.ENTRY_FILE)
-                        ).st_mtime_ns
+                    try:  # f-strings, not os.path.join: this runs once per entry per scan
+                        mtime_ns: int | None = os.stat(f"{item.path}/{_layout.ENTRY_FILE}").st_mtime_ns
                     except OSError:
                         mtime_ns = None
                     found.append((item.name, mtime_ns))
@@ -418,12 +428,12 @@ class Store:
         return IndexRow(mtime_ns=mtime_ns or 0, record=entry.record.to_json(), problem=None)
 
     def _info(self, key: str, row: IndexRow) -> EntryInfo:
-        path = self.entry_path(key)
+        path = f"{self.root}/{_layout.ENTRIES_DIR}/{key[:2]}/{key}"
         problem = row.problem
         if problem is None and row.record is not None:
             # Sizes change without touching entry.json (a truncated payload): check them here.
-            problem = _raw_size_problem(str(path), row.record.get("files", ()))
-        return EntryInfo.make(key=key, path=path, raw=row.record, problem=problem)
+            problem = _raw_size_problem(path, row.record.get("files", ()))
+        return EntryInfo.make(key=key, path=pathlib.Path(path), raw=row.record, problem=problem)
 
     def _require_writable(self) -> None:
         if self.read_only:
@@ -515,7 +525,7 @@ def _raw_size_problem(path: str, files: Any) -> str | None:
     """``_size_problem`` for an already checked record as JSON (no dataclasses, no pathlib)."""
     for item in files:
         try:
-            size = os.stat(os.path.join(path, item["path"])).st_size
+            size = os.stat(f"{path}/{item['path']}").st_size
         except OSError:
             return f"file '{item['path']}' is missing."
         if size != item["size"]:
