@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 import gtcache
+from gtcache.explain import Explanation
 from gtcache.policies import PrunePlan, VerifyReport
 from gtcache.store import LedgerTotals
 
@@ -128,3 +129,19 @@ def verify_text(report: VerifyReport) -> None:
         _console.print(f"note: {note}", markup=False)
     state = "no problems" if report.ok else f"{len(report.problems)} problems"
     _console.print(f"Checked {report.entries} entries in '{report.root}': {state}.")
+
+
+def explanations_text(explanations: Sequence[Explanation]) -> None:
+    for explanation in explanations:
+        head = f"{explanation.program} ({explanation.backend}) key {explanation.key}"
+        if explanation.stored:
+            _console.print(f"{head}: stored, would load.", markup=False)
+            continue
+        if not explanation.nearest:
+            _console.print(f"{head}: would compile; no stored variant of this program.", markup=False)
+            continue
+        _console.print(f"{head}: would compile; nearest stored entries:", markup=False)
+        for entry, diffs in explanation.nearest:
+            _console.print(f"  {entry.key[:12]} ({entry.backend}), {len(diffs)} ingredients differ:", markup=False)
+            for diff in diffs:
+                _console.print(f"    {diff}", markup=False)

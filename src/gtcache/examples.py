@@ -50,7 +50,7 @@ def edge_diff(v: Field[Dims[Vertex], float64], out: Field[Dims[Edge], float64]) 
     _edge_diff(v, out=out)
 
 
-def ring_offset_provider(n: int) -> dict[str, Any]:
+def ring_offset_provider(n: int = 32) -> dict[str, Any]:
     """A ring of ``n`` vertices and ``n`` edges; edge i joins vertices i and i+1."""
     table = np.stack([np.arange(n), (np.arange(n) + 1) % n], axis=1).astype(gtx.IndexType)
     return {"E2V": gtx.as_connectivity([Edge, E2VDim], codomain=Vertex, data=table)}
@@ -108,13 +108,7 @@ EXAMPLES: dict[str, Example] = {
 
 
 def backend_by_name(name: str) -> Any:
-    """``gtfn_cpu``, ``dace_cpu`` or ``roundtrip``."""
-    if name == "gtfn_cpu":
-        return gtx.gtfn_cpu
-    if name == "dace_cpu":
-        from gt4py.next.program_processors.runners.dace import run_dace_cpu
+    """``gtfn_cpu``, ``dace_cpu`` or ``roundtrip`` (any name ``gtcache.gt4py.targets`` knows)."""
+    from gtcache.gt4py.targets import resolve_backend
 
-        return run_dace_cpu
-    if name == "roundtrip":
-        return gtx.itir_python
-    raise ValueError(f"Unknown example backend '{name}'; use 'gtfn_cpu', 'dace_cpu' or 'roundtrip'.")
+    return resolve_backend(name)

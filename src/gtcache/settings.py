@@ -16,6 +16,7 @@ ENV_CACHE_DIR = "GTCACHE_DIR"
 ENV_INDEX_DIR = "GTCACHE_INDEX_DIR"
 ENV_ENABLE = "GTCACHE"
 ENV_SELF_CHECK = "GTCACHE_SELF_CHECK"
+ENV_EXPLAIN = "GTCACHE_EXPLAIN"
 _TRUE = ("1", "true", "yes", "on")
 
 
@@ -30,6 +31,8 @@ class Settings:
     enabled: bool = False
     #: Compute both keys on every direct hit and report disagreements (``GTCACHE_SELF_CHECK=1``).
     self_check: bool = False
+    #: Log, on every miss, which key ingredients differ from the nearest entry (``GTCACHE_EXPLAIN=1``).
+    explain: bool = False
 
     @classmethod
     def from_env(
@@ -49,4 +52,5 @@ class Settings:
             index_dir=pathlib.Path(chosen_index).expanduser().absolute() if chosen_index else None,
             enabled=enable in _TRUE or (bool(env.get(ENV_CACHE_DIR)) and enable not in ("0", "false", "no", "off")),
             self_check=env.get(ENV_SELF_CHECK, "").strip().lower() in _TRUE,
+            explain=env.get(ENV_EXPLAIN, "").strip().lower() in _TRUE,
         )

@@ -280,3 +280,19 @@ def test_size_cap_is_enforced_after_publishing(tmp_path: pathlib.Path) -> None:
     assert report["out"] == expected(2.0, 5.0)
     entries = gtcache.open_store(store).scan().entries
     assert len(entries) == 1 and entries[0].key != first[0].key
+
+
+def test_explain_logs_why_a_miss_missed(tmp_path: pathlib.Path) -> None:
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    run_project(project, store)
+    write_project(project, backend=ROUNDTRIP_NOT_EMBEDDED)
+    code = f"""
+    import logging, runpy, sys
+    logging.basicConfig(stream=sys.stdout, level=logging.WARNING, format="%(message)s")
+    runpy.run_path({str(project / 'run.py')!r}, run_name="__main__")
+    """
+    out = run_python(code, env={"PYTHONPATH": str(project), "GTCACHE_DIR": str(store), "GTCACHE_EXPLAIN": "1"})
+    line = next(l for l in out.splitlines() if l.startswith("gtcache miss:"))
+    assert "'shift_scale' (roundtrip)" in line and "backend_config:" in line
+    assert "program_ir" not in line

@@ -3,7 +3,7 @@
 - ``install()`` / ``uninstall()`` / ``installed()``: serve every gt4py
   compilation of the process from a store (what ``GTCACHE_DIR`` does on its own).
 - ``compile_variant``: compile (or load) a program's variants through a store,
-  serially, and say what happened to each.
+  serially, and say what happened to each; ``plan_variant``: only their keys.
 - ``publish_artifact`` / ``load_entry``: the lower-level halves.
 """
 
@@ -35,6 +35,7 @@ __all__ = [
     "install",
     "installed",
     "load_entry",
+    "plan_variant",
     "publish_artifact",
     "serving",
     "uninstall",
@@ -52,11 +53,31 @@ def compile_variant(
     """Compile ``program`` for the given variants through ``store``: load hits, publish misses.
 
     ``static_args`` map parameter names to lists of values (as ``Program.compile``
-    takes them). Returns the program bound to ``backend`` with the variants
-    ready in its pool, and what happened to each variant.
+    takes them; every combination is a variant). Returns the program bound to
+    ``backend`` with the variants ready in its pool, and what happened to each.
     """
+    return _through_store(store, program, backend, offset_provider, static_args, plan_only=False)
+
+
+def plan_variant(
+    store: Store,
+    program: Any,
+    *,
+    backend: Any = None,
+    offset_provider: Mapping[str, Any] | None = None,
+    static_args: Mapping[str, Sequence[Any]] | None = None,
+) -> list[Outcome]:
+    """Each variant's build key and whether ``store`` holds it ("cached" / "missing"), with
+    its key ingredients; gt4py lowers the program but nothing is compiled."""
+    return _through_store(store, program, backend, offset_provider, static_args, plan_only=True)[1]
+
+
+def _through_store(
+    store: Store, program: Any, backend: Any, offset_provider: Mapping[str, Any] | None,
+    static_args: Mapping[str, Sequence[Any]] | None, *, plan_only: bool,
+) -> tuple[Any, list[Outcome]]:
     bound = program.with_backend(backend) if backend is not None else program
     static = {name: list(values) for name, values in (static_args or {}).items()}
-    with serving(store) as hook:
+    with serving(store, plan_only=plan_only) as hook:
         bound.compile(offset_provider=dict(offset_provider or {}), **static)
     return bound, list(hook.outcomes)

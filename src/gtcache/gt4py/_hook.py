@@ -17,7 +17,8 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gtcache.errors import CorruptEntryError, GtcacheError, UnsupportedArtifactError
@@ -59,6 +60,8 @@ class Outcome:
     load_seconds: float = 0.0
     #: For hits: the compile seconds the entry recorded (what this hit did not spend).
     saved_seconds: float = 0.0
+    #: The build key's ingredients, when they were computed (misses and planned variants).
+    ingredients: Mapping[str, Any] | None = dataclasses.field(default=None, repr=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,12 +102,16 @@ class Hook:
 
     def __init__(
         self, store: Store | None, *, serial: bool = False, self_check: bool = False,
-        limits: Limits | None = None,
+        limits: Limits | None = None, explain: bool = False, plan_only: bool = False,
     ):
         self.store = store
         self.serial = serial
         self.self_check = self_check
         self.limits = limits
+        #: Log why each miss missed (``GTCACHE_EXPLAIN=1``).
+        self.explain = explain
+        #: Compute keys and look them up, compile nothing ("cached" / "missing" outcomes).
+        self.plan_only = plan_only
         self.started = now_iso()
         self._limits_checked = 0.0
         #: How many outcomes are in the ledger already.
@@ -144,7 +151,7 @@ class Hook:
             with self._lock:
                 outcomes = self.outcomes[self._recorded:]
                 self._recorded = len(self.outcomes)
-            if self.store is not None and outcomes:
+            if self.store is not None and outcomes and not self.plan_only:
                 self.store.record_run(_run_summary(self.started, outcomes))
         except Exception as error:  # at exit, a cache problem must stay a warning
             self.warn_once(f"cannot record usage in '{getattr(self.store, 'root', '?')}': {error!r}")
@@ -165,6 +172,8 @@ class Hook:
             return original(backend, definition_stage, cta)
 
         direct_key = self._direct_key(backend, definition_stage, cta)
+        if self.plan_only:
+            return self._plan(original, backend, definition_stage, cta, program, name)
         if direct_key is not None and (build_key := self.store.resolve_direct(direct_key)):
             loaded = self._load(build_key, backend)
             if loaded is not None and not (self.self_check and self._self_check_fails(
@@ -183,6 +192,8 @@ class Hook:
         if loaded is not None:
             self._link(direct_key, key)
             return self._served(program, name, key, loaded, start, "build")
+        if self.explain:
+            self._explain(program, name, key, ingredients)
         variant = _Variant(program, name, key, ingredients, direct_key, start)
         return _PublishingTask(
             name=task.name,
@@ -191,6 +202,39 @@ class Hook:
             no_offload_reason=task.no_offload_reason,
             variant=variant,
         )
+
+    def _plan(
+        self, original: Callable[..., Any], backend: Any, definition_stage: Any, cta: Any,
+        program: dict[str, str], name: str,
+    ) -> _ServedTask:
+        """Lower, compute the build key, look it up; hand gt4py a placeholder, compile nothing."""
+        assert self.store is not None
+        ingredients = build_ingredients(backend, original(backend, definition_stage, cta).construct_compilable(False))
+        key = make_key(BUILD_KEY_KIND, ingredients)
+        try:
+            stored = self.store.lookup(key) is not None
+        except CorruptEntryError:
+            stored = False
+        self._record(Outcome(
+            program["name"], name, "cached" if stored else "missing", key, 0.0, ingredients=ingredients
+        ))
+        return _ServedTask(
+            name=program["name"], construct_compilable=_nothing, executor=_nothing,
+            no_offload_reason="planned by gtcache", served=LoadedArtifact(_planned_only),
+        )
+
+    def _explain(self, program: dict[str, str], backend: str, key: str, ingredients: Mapping[str, Any]) -> None:
+        assert self.store is not None
+        try:
+            from gtcache.explain import explain
+
+            explanation = explain(
+                self.store.scan(use_index=False), program=program["name"], backend=backend,
+                key=key, ingredients=ingredients,
+            )
+            _log.warning("gtcache miss: %s", explanation.summary())
+        except Exception as error:  # explaining is a courtesy, never a failure
+            _log.warning("gtcache miss: '%s' (%s); cannot explain: %r", program["name"], backend, error)
 
     def _direct_key(self, backend: Any, definition_stage: Any, cta: Any) -> str | None:
         try:
@@ -347,6 +391,13 @@ def _run_summary(started: str, outcomes: list[Outcome]) -> dict[str, Any]:
             for o in outcomes
         ],
     }
+
+
+_log = logging.getLogger("gtcache")
+
+
+def _planned_only(*_args: Any, **_kwargs: Any) -> None:
+    raise RuntimeError("This program variant was only planned by gtcache, not compiled.")
 
 
 def _nothing(_compilable: Any) -> Any:

@@ -153,9 +153,14 @@ def installed(
     return _activated(_new_hook(Settings.from_env(cache_dir=cache_dir, index_dir=index_dir)))
 
 
-def serving(store: Store, *, self_check: bool = False) -> contextlib.AbstractContextManager[Hook]:
-    """Serve compilations started in a ``with`` block from ``store``, serially, in this thread."""
-    hook = Hook(store, serial=True, self_check=self_check)
+def serving(
+    store: Store, *, self_check: bool = False, plan_only: bool = False
+) -> contextlib.AbstractContextManager[Hook]:
+    """Serve compilations started in a ``with`` block from ``store``, serially, in this thread.
+
+    ``plan_only``: compute keys and look them up, compile nothing.
+    """
+    hook = Hook(store, serial=True, self_check=self_check, plan_only=plan_only)
     hook.limits = _limits(hook, store)
     return _activated(hook)
 
@@ -179,7 +184,7 @@ def _activated(hook: Hook) -> Iterator[Hook]:
 
 def _new_hook(settings: Settings) -> Hook:
     store, problem = _open(settings)
-    hook = Hook(store, self_check=settings.self_check)
+    hook = Hook(store, self_check=settings.self_check, explain=settings.explain)
     if problem:
         hook.warn_once(problem)
     if store is not None:
@@ -203,8 +208,11 @@ def _open(settings: Settings) -> tuple[Store | None, str | None]:
 
 
 @atexit.register
-def _flush_at_exit() -> None:
+def _close_at_exit() -> None:
     hook = _active
     if hook is not None:
+        # atexit runs this before gt4py's own shutdown of its runner (registered earlier):
+        # let compilations still running finish and publish first, so the ledger has them.
         with contextlib.suppress(Exception):
-            hook.close()
+            _compat.runners.reset_default_runner()
+        hook.close()
