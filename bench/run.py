@@ -30,6 +30,7 @@ from typing import Any
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 import scale  # noqa: E402
+import warm as warm_bench  # noqa: E402
 CHILD = ROOT / "bench" / "_child.py"
 REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
 MANY = int(os.environ.get("BENCH_MANY", "50"))
@@ -204,6 +205,21 @@ def render_scale(rows: list[str]) -> str:
     ])
 
 
+def render_warm(rows: list[str]) -> str:
+    return "\n".join([
+        "",
+        "## gtcache warm",
+        "",
+        "The same variants (one program, 8 static values, gtfn) warmed into empty stores with",
+        "1 job and with one job per CPU (`bench/warm.py`). Each variant compiles in a worker",
+        "process of its own; the workers of a run share one gt4py build folder. Target: a",
+        "speed-up >= 0.8 x jobs.",
+        "",
+        *rows,
+        "",
+    ])
+
+
 def _target(name: str, measured: str, met: bool) -> str:
     return f"| {name} | {measured} | {'yes' if met else '**no**'} |"
 
@@ -231,7 +247,9 @@ def main() -> None:
         start = startup(store)
         many = warm_start_many(work, store)
         print("measuring store operations at scale ...", flush=True)
-        text = render(rows, start, many) + render_scale(scale.main())
+        scale_rows = scale.main()
+        print("measuring gtcache warm ...", flush=True)
+        text = render(rows, start, many) + render_scale(scale_rows) + render_warm(warm_bench.main())
         (ROOT / "docs" / "benchmarks.md").write_text(text)
         print(text)
     finally:

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import click
 
 import gtcache
+from gtcache.policies import parse_duration, parse_size
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -63,6 +64,22 @@ def errors_to_exit_codes(func: F) -> F:
             raise click.ClickException(str(error)) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def size_value(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    """Click callback: ``20G`` -> bytes; a bad value is a usage error naming the option."""
+    try:
+        return None if value is None else parse_size(value)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
+
+
+def duration_value(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    """Click callback: ``7d`` -> seconds."""
+    try:
+        return None if value is None else parse_duration(value)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
 
 
 def confirm(question: str, *, yes: bool) -> None:

@@ -14,10 +14,12 @@ from gtcache_cli._common import (
     Context,
     confirm,
     dry_run_option,
+    duration_value,
     errors_to_exit_codes,
     filter_options,
     json_option,
     pass_context,
+    size_value,
     yes_option,
 )
 from gtcache_cli._inspect import matches
@@ -75,25 +77,11 @@ def rm_command(
     _run_plan(store, plan, dry_run=dry_run, yes=yes, as_json=as_json)
 
 
-def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
-    try:
-        return None if value is None else policies.parse_size(value)
-    except ValueError as error:
-        raise click.BadParameter(str(error)) from None
-
-
-def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
-    try:
-        return None if value is None else policies.parse_duration(value)
-    except ValueError as error:
-        raise click.BadParameter(str(error)) from None
-
-
 @click.command(name="prune", epilog=EXIT_CODES_HELP)
-@click.option("--max-size", callback=_size, help="Remove entries until the store holds at most SIZE (e.g. 20G).")
+@click.option("--max-size", callback=size_value, help="Remove entries until the store holds at most SIZE (e.g. 20G).")
 @click.option("--max-files", type=click.IntRange(min=0), help="... or at most N files (inode quotas).")
-@click.option("--older-than", callback=_duration, help="Remove entries created longer ago than this (e.g. 7d).")
-@click.option("--unused-for", callback=_duration, help="Remove entries not used for this long (e.g. 2w).")
+@click.option("--older-than", callback=duration_value, help="Remove entries created longer ago than this (e.g. 7d).")
+@click.option("--unused-for", callback=duration_value, help="Remove entries not used for this long (e.g. 2w).")
 @click.option("--stale", is_flag=True, help="Remove entries built by another toolchain than this environment's.")
 @click.option("--keep-gt4py", help="Remove entries built by gt4py versions not in this comma list.")
 @click.option("--broken", is_flag=True, help="Remove broken entries.")

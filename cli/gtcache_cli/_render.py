@@ -12,6 +12,7 @@ from rich.table import Table
 
 import gtcache
 from gtcache.explain import Explanation
+from gtcache.warm import PlannedVariant, WarmReport, WarmResult
 from gtcache.policies import PrunePlan, VerifyReport
 from gtcache.store import LedgerTotals
 
@@ -145,3 +146,58 @@ def explanations_text(explanations: Sequence[Explanation]) -> None:
             _console.print(f"  {entry.key[:12]} ({entry.backend}), {len(diffs)} ingredients differ:", markup=False)
             for diff in diffs:
                 _console.print(f"    {diff}", markup=False)
+
+
+def warm_plan(planned: Sequence[PlannedVariant]) -> None:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for name in ("VARIANT", "KEY", "STATUS"):
+        table.add_column(name, no_wrap=name != "VARIANT")
+    for item in planned:
+        status = item.status if item.detail is None else f"{item.status}: {item.detail}"
+        table.add_row(item.spec.label, (item.key or "-")[:12], status)
+    _console.print(table)
+    missing = sum(p.status == "missing" for p in planned)
+    _console.print(f"{len(planned)} variants, {missing} to compile.")
+
+
+class WarmProgress:
+    """A progress bar on a terminal; one plain line per finished variant elsewhere (CI logs)."""
+
+    def __init__(self, *, total: int, enabled: bool):
+        self.total = total
+        self.enabled = enabled
+        self._progress: Any = None
+
+    def __enter__(self) -> WarmProgress:
+        if self.enabled and self.total:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(TextColumn("warming"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                      console=_console)
+            self._progress.start()
+            self._task = self._progress.add_task("warm", total=self.total)
+        return self
+
+    def done(self, result: WarmResult) -> None:
+        if self._progress is not None:
+            self._progress.advance(self._task)
+        else:
+            _console.print(f"{result.status:<9} {result.spec.label}  {result.seconds:.1f}s", markup=False)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+def warm_report(report: WarmReport) -> None:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for name in ("COMPILED", "CACHED", "BYPASSED", "FAILED", "SECONDS", "JOBS", "PEAK MEMORY"):
+        table.add_column(name, justify="right")
+    peak = max((r.peak_memory for r in report.results), default=0)
+    table.add_row(
+        str(report.count("compiled")), str(report.count("cached")), str(report.count("bypassed")),
+        str(len(report.failed)), f"{report.seconds:.1f}", str(report.jobs), gtcache.format_size(peak),
+    )
+    _console.print(table)
+    for result in report.failed:
+        _console.print(f"{result.status}: {result.spec.label}: {result.detail}", markup=False)

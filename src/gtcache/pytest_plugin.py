@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    pass
+    from gtcache.gt4py.hook import Hook
 
-_HOOK = pytest.StashKey["Hook"]()
+_HOOK: pytest.StashKey[Hook] = pytest.StashKey()
 #: Statuses that mean the session had to compile (or could not store) something.
 _NOT_WARM = ("compiled", "failed", "bypassed")
 

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -78,6 +79,8 @@ def _through_store(
 ) -> tuple[Any, list[Outcome]]:
     bound = program.with_backend(backend) if backend is not None else program
     static = {name: list(values) for name, values in (static_args or {}).items()}
-    with serving(store, plan_only=plan_only) as hook:
+    with serving(store, plan_only=plan_only) as hook, warnings.catch_warnings():
+        # gt4py warns on every compile without `python -O`; not news for a gtcache user.
+        warnings.filterwarnings("ignore", message="Python is not running in optimized mode")
         bound.compile(offset_provider=dict(offset_provider or {}), **static)
     return bound, list(hook.outcomes)

@@ -48,6 +48,7 @@ __all__ = [
     "ir_fingerprint",
     "offset_provider_type",
     "runners",
+    "scalar_parameters",
 ]
 
 GT4PY_VERSION: str = gt4py.__version__
@@ -122,6 +123,13 @@ def backend_fingerprint(backend: Any) -> str:
 def has_custom_compile(backend: Any) -> bool:
     """A backend overriding ``compile`` is opaque: gt4py cannot split it into lowering + executor."""
     return getattr(type(backend), "compile", None) is not gtx_backend.Backend.compile
+
+
+def scalar_parameters(program: Any) -> dict[str, str | None]:
+    """A program's parameters: scalar kind name (``FLOAT64``, ``INT32``, ``BOOL``) or None (fields...)."""
+    params = program.past_stage.past_node.type.definition.pos_or_kw_args
+    return {name: getattr(getattr(t, "kind", None), "name", None) if type(t).__name__ == "ScalarType" else None
+            for name, t in params.items()}
 
 
 def closure_vars(func: Any) -> dict[str, Any]:

@@ -62,6 +62,8 @@ class Outcome:
     saved_seconds: float = 0.0
     #: The build key's ingredients, when they were computed (misses and planned variants).
     ingredients: Mapping[str, Any] | None = dataclasses.field(default=None, repr=False)
+    #: How ``gtcache warm`` can name this variant again (``warm --from-ledger``), if it can.
+    spec: Mapping[str, Any] | None = dataclasses.field(default=None, repr=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +76,7 @@ class _Variant:
     ingredients: dict[str, Any]
     direct_key: str | None
     start: float
+    spec: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,6 +170,7 @@ class Hook:
         definition = definition_stage.definition
         program = {"name": definition.__name__, "module": getattr(definition, "__module__", "") or ""}
         name = backend_name(backend)
+        spec = _variant_spec(program, backend, cta)
         if _compat.has_custom_compile(backend):  # opaque: gt4py's business alone
             self._record(Outcome(program["name"], name, "bypassed", None, 0.0, detail="custom compile"))
             return original(backend, definition_stage, cta)
@@ -179,7 +183,7 @@ class Hook:
             if loaded is not None and not (self.self_check and self._self_check_fails(
                 original, backend, definition_stage, cta, build_key, direct_key
             )):
-                return self._served(program, name, build_key, loaded, start, "direct")
+                return self._served(program, name, build_key, loaded, start, "direct", spec)
 
         task = original(backend, definition_stage, cta)  # gt4py lowers the program here
         try:
@@ -191,10 +195,10 @@ class Hook:
         loaded = self._load(key, backend)
         if loaded is not None:
             self._link(direct_key, key)
-            return self._served(program, name, key, loaded, start, "build")
+            return self._served(program, name, key, loaded, start, "build", spec)
         if self.explain:
             self._explain(program, name, key, ingredients)
-        variant = _Variant(program, name, key, ingredients, direct_key, start)
+        variant = _Variant(program, name, key, ingredients, direct_key, start, spec)
         return _PublishingTask(
             name=task.name,
             construct_compilable=task.construct_compilable,
@@ -291,11 +295,12 @@ class Hook:
 
     def _served(
         self, program: dict[str, str], backend: str, key: str, loaded: _Loaded, start: float, via: str,
+        spec: dict[str, Any] | None,
     ) -> _ServedTask:
         seconds = time.perf_counter() - start
         self._record(Outcome(
             program["name"], backend, "hit", key, seconds, via,
-            load_seconds=loaded.load_seconds, saved_seconds=loaded.compile_seconds,
+            load_seconds=loaded.load_seconds, saved_seconds=loaded.compile_seconds, spec=spec,
         ))
         return _ServedTask(
             name=program["name"],
@@ -341,7 +346,7 @@ class Hook:
         seconds = time.perf_counter() - variant.start
         name = variant.program["name"]
         if future.cancelled() or future.exception() is not None:
-            self._record(Outcome(name, variant.backend, "failed", variant.key, seconds))
+            self._record(Outcome(name, variant.backend, "failed", variant.key, seconds, spec=variant.spec))
             return
         status, detail = "compiled", None
         try:
@@ -359,7 +364,7 @@ class Hook:
         except Exception as error:  # full disk, permissions, anything: the program goes on
             detail = f"not stored: {error}"
             self.warn_once(f"cannot publish to '{self.store.root if self.store else '?'}': {error}")
-        self._record(Outcome(name, variant.backend, status, variant.key, seconds, detail=detail))
+        self._record(Outcome(name, variant.backend, status, variant.key, seconds, detail=detail, spec=variant.spec))
 
 
     def _enforce_limits(self) -> None:
@@ -387,7 +392,7 @@ def _run_summary(started: str, outcomes: list[Outcome]) -> dict[str, Any]:
         "compile_seconds": round(sum(o.seconds for o in outcomes if o.status == "compiled"), 3),
         "compile_seconds_saved": round(sum(o.saved_seconds for o in outcomes if o.status == "hit"), 3),
         "variants": [
-            {"program": o.program, "backend": o.backend, "key": o.key, "status": o.status}
+            {"program": o.program, "backend": o.backend, "key": o.key, "status": o.status, "spec": o.spec}
             for o in outcomes
         ],
     }
@@ -398,6 +403,23 @@ _log = logging.getLogger("gtcache")
 
 def _planned_only(*_args: Any, **_kwargs: Any) -> None:
     raise RuntimeError("This program variant was only planned by gtcache, not compiled.")
+
+
+def _variant_spec(program: Mapping[str, str], backend: Any, cta: Any) -> dict[str, Any] | None:
+    """The variant as ``gtcache warm`` names it, or None when it cannot be named."""
+    from gtcache.warm._discover import short_backend_name
+
+    short = short_backend_name(backend)
+    if short is None or not program["module"]:
+        return None
+    static: dict[str, Any] = {}
+    for cls, context in cta.argument_descriptor_contexts.items():
+        if getattr(cls, "__name__", "") == "StaticArg":
+            for param, descriptor in context.items():
+                value = getattr(descriptor, "value", None)
+                if value is not None:
+                    static[param] = value.item() if hasattr(value, "item") else value
+    return {"program": f"{program['module']}:{program['name']}", "backend": short, "static_args": static}
 
 
 def _nothing(_compilable: Any) -> Any:

@@ -1,0 +1,128 @@
+"""Running warm jobs: one worker process per variant, a bounded number at a time, locally
+or on a dask.distributed cluster.
+
+Every variant compiles in a fresh ``python -m gtcache.warm.worker`` process and
+publishes atomically into the store, so a crash, a kill or a timeout fails that
+variant alone and leaves no partial entry. How many run at once is the smaller of
+``jobs`` and what the memory budget allows (compilers are memory hungry: icon4py
+CI had to cap gt4py's build jobs at 8).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gtcache.warm.spec import VariantSpec
+
+__all__ = ["DEFAULT_MEMORY_PER_JOB", "WarmResult", "effective_jobs", "run_local", "run_on_dask", "run_spec"]
+
+#: What one compilation is assumed to need at most (a large gtfn stencil's C++ build).
+DEFAULT_MEMORY_PER_JOB = 2 * 1024**3
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmResult:
+    spec: VariantSpec
+    #: "compiled", "cached", "bypassed", "failed" or "timeout".
+    status: str
+    key: str | None
+    seconds: float
+    peak_memory: int = 0
+    detail: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.spec.to_json(), "status": self.status, "key": self.key,
+                "seconds": round(self.seconds, 3), "peak_memory": self.peak_memory, "detail": self.detail}
+
+
+def available_memory() -> int:
+    """MemAvailable (Linux), else total physical memory."""
+    try:
+        for line in pathlib.Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def effective_jobs(jobs: int | None, *, max_memory: int | None, memory_per_job: int) -> int:
+    """Parallel jobs: ``jobs`` (default: the CPUs this process may use), capped by memory."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    wanted = jobs or cpus
+    budget = max_memory if max_memory is not None else int(available_memory() * 0.8)
+    return max(1, min(wanted, budget // max(memory_per_job, 1)))
+
+
+def run_spec(spec: VariantSpec, store: str, *, timeout: float | None, build_dir: str | None = None) -> WarmResult:
+    """Compile one variant in a worker process (runs here, or on a dask worker).
+
+    ``build_dir``: a gt4py build cache the workers of one warm run share, so that
+    gt4py's per-folder CMake set-up is paid once, not once per variant.
+    """
+    start = time.perf_counter()
+    env = {**os.environ, "GT4PY_BUILD_JOBS": "0", "PYTHONOPTIMIZE": os.environ.get("PYTHONOPTIMIZE", "1")}
+    if build_dir:
+        env.update(GT4PY_BUILD_CACHE_LIFETIME="persistent", GT4PY_BUILD_CACHE_DIR=build_dir)
+    env.pop("GTCACHE_DIR", None)  # the worker publishes through compile_variant, not the start-up hook
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "gtcache.warm.worker", json.dumps(spec.to_json()), store],
+            capture_output=True, text=True, timeout=timeout, env=env, check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return WarmResult(spec, "timeout", None, time.perf_counter() - start, detail=f"killed after {timeout:g} s")
+    line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
+    if line is None:
+        tail = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        return WarmResult(spec, "failed", None, time.perf_counter() - start, detail=f"worker died: {tail}")
+    data = json.loads(line.removeprefix("RESULT "))
+    return WarmResult(spec, data["status"], data.get("key"), data["seconds"], data.get("peak_memory", 0), data.get("detail"))
+
+
+def run_local(
+    specs: Sequence[VariantSpec], store: str, *, jobs: int, timeout: float | None,
+    build_dir: str | None = None, on_done: Callable[[WarmResult], None] = lambda _: None,
+) -> list[WarmResult]:
+    results: dict[VariantSpec, WarmResult] = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(run_spec, spec, store, timeout=timeout, build_dir=build_dir): spec for spec in specs}
+        for future in concurrent.futures.as_completed(futures):
+            result = future.result()
+            results[futures[future]] = result
+            on_done(result)
+    return [results[spec] for spec in specs]
+
+
+def run_on_dask(
+    specs: Sequence[VariantSpec], store: str, *, scheduler: str, timeout: float | None,
+    build_dir: str | None = None, on_done: Callable[[WarmResult], None] = lambda _: None,
+) -> list[WarmResult]:
+    """The same jobs on an existing dask.distributed cluster; workers must see ``store``."""
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise RuntimeError("--scheduler needs dask.distributed: pip install 'gtcache[dask]'.") from None
+    results: dict[VariantSpec, WarmResult] = {}
+    with Client(scheduler) as client:
+        futures = {
+            client.submit(run_spec, spec, store, timeout=timeout, build_dir=build_dir, pure=False, key=f"warm-{i}"): spec
+            for i, spec in enumerate(specs)
+        }
+        for future in as_completed(futures):
+            try:
+                result = future.result()
+            except Exception as error:  # a dask worker lost: that variant fails alone
+                result = WarmResult(futures[future], "failed", None, 0.0, detail=f"dask: {error!r}")
+            results[futures[future]] = result
+            on_done(result)
+    return [results[spec] for spec in specs]

@@ -1,0 +1,51 @@
+"""``python -m gtcache.warm.worker SPEC_JSON STORE``: compile one variant into a store.
+
+Runs in a process of its own (one per variant), so that a crash, a timeout or
+the memory of one compilation never touches another. Prints one ``RESULT``
+line: status ("compiled", "cached", "bypassed", "failed"), key, seconds,
+peak memory and, on failure, the error.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+import traceback
+from typing import Any
+
+
+def run(spec_json: str, store_path: str) -> dict[str, Any]:
+    start = time.perf_counter()
+    result: dict[str, Any]
+    try:
+        import gtcache
+        from gtcache.gt4py import compile_variant
+        from gtcache.gt4py.targets import load_object, resolve_backend, resolve_grid
+        from gtcache.warm.spec import VariantSpec
+
+        spec = VariantSpec.from_json(json.loads(spec_json))
+        program = load_object(spec.program, what="program")
+        store = gtcache.open_store(store_path)
+        _, outcomes = compile_variant(
+            store, program, backend=resolve_backend(spec.backend),
+            offset_provider=resolve_grid(spec.grid),
+            static_args={name: [value] for name, value in spec.static_args},
+        )
+        statuses = {o.status for o in outcomes}
+        status = "cached" if statuses == {"hit"} else "compiled" if "compiled" in statuses else "bypassed"
+        result = {"status": status, "key": outcomes[0].key if outcomes else None,
+                  "detail": next((o.detail for o in outcomes if o.detail), None)}
+    except BaseException as error:  # noqa: BLE001 - the worker reports everything, raises nothing
+        result = {"status": "failed", "key": None,
+                  "detail": "".join(traceback.format_exception_only(error)).strip()}
+    result["seconds"] = time.perf_counter() - start
+    peak_kib = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                   resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    result["peak_memory"] = peak_kib * 1024
+    return result
+
+
+if __name__ == "__main__":
+    print("RESULT " + json.dumps(run(sys.argv[1], sys.argv[2])), flush=True)
