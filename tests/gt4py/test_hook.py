@@ -265,6 +265,10 @@ def test_runs_are_recorded_in_the_ledger(tmp_path: pathlib.Path) -> None:
     ledger = gtcache.open_store(store).ledger()
     assert (ledger.runs, ledger.compiled, ledger.hits) == (2, 1, 1)
     assert ledger.compile_seconds > 0 and ledger.compile_seconds_saved > 0
+    runs = gtcache.open_store(store).ledger_runs()
+    assert runs[-1]["variants"][0]["spec"] == {
+        "program": "proj.prog:shift_scale", "backend": "roundtrip", "static_args": {}
+    }, "what 'gtcache warm --from-ledger' needs to compile it again"
 
 
 def test_size_cap_is_enforced_after_publishing(tmp_path: pathlib.Path) -> None:
