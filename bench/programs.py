@@ -23,7 +23,6 @@ C2E = gtx.FieldOffset("C2E", source=Edge, target=(Cell, C2EDim))
 V2E = gtx.FieldOffset("V2E", source=Edge, target=(Vertex, V2EDim))
 E2C = gtx.FieldOffset("E2C", source=Cell, target=(Edge, E2CDim))
 E2V = gtx.FieldOffset("E2V", source=Vertex, target=(Edge, E2VDim))
-IDim = gtx.Dimension("IDim")
 
 
 @gtx.field_operator
@@ -101,11 +100,5 @@ def mesh_offset_provider(n_cells: int = 200, seed: int = 0) -> dict[str, Any]:
     }
 
 
-@gtx.field_operator
-def _scale_by(a: Field[Dims[IDim], float64], factor: float64) -> Field[Dims[IDim], float64]:
-    return factor * a
-
-
-@gtx.program
-def scale_by(a: Field[Dims[IDim], float64], factor: float64, out: Field[Dims[IDim], float64]) -> None:
-    _scale_by(a, factor, out=out)
+# One program compiled for many static values (50 variants, as a model set-up compiles them).
+from gtcache.examples import scale_by  # noqa: E402,F401

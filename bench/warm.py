@@ -32,7 +32,7 @@ def main() -> list[str]:
     try:
         factors = ", ".join(f"{i}.0" for i in range(1, VARIANTS + 1))
         manifest = work / "m.toml"
-        manifest.write_text(f'[[variant]]\nprogram = "bench.programs:scale_by"\nbackends = ["gtfn_cpu"]\n'
+        manifest.write_text(f'[[variant]]\nprogram = "gtcache.examples:scale_by"\nbackends = ["gtfn_cpu"]\n'
                             f"static_args = {{ factor = [{factors}] }}\n")
         serial = warm(work / "serial", manifest, 1)
         parallel = warm(work / "parallel", manifest, jobs)

@@ -13,10 +13,10 @@ from gtcache import examples
 from gtcache.explain import explain, ingredient_differences
 from gtcache.gt4py import compile_variant
 from gtcache_cli.main import cli
-from tests.gt4py.test_variants import scale_by
+from gtcache.examples import scale_by
 from tests.store.test_store import publish
 
-TARGET = "tests.gt4py.test_variants:scale_by"
+TARGET = "gtcache.examples:scale_by"
 
 
 def test_ingredient_differences_names_old_and_new() -> None:

@@ -15,7 +15,7 @@ import gt4py.next as gtx
 import numpy as np
 from gt4py.next import Dims, Field, float64
 
-__all__ = ["EXAMPLES", "Example", "backend_by_name", "ring_offset_provider"]
+__all__ = ["EXAMPLES", "Example", "backend_by_name", "ring_offset_provider", "scale_by"]
 
 IDim = gtx.Dimension("IDim")
 JDim = gtx.Dimension("JDim")
@@ -48,6 +48,17 @@ def _edge_diff(v: Field[Dims[Vertex], float64]) -> Field[Dims[Edge], float64]:
 @gtx.program
 def edge_diff(v: Field[Dims[Vertex], float64], out: Field[Dims[Edge], float64]) -> None:
     _edge_diff(v, out=out)
+
+
+@gtx.field_operator
+def _scale_by(a: Field[Dims[IDim], float64], factor: float64) -> Field[Dims[IDim], float64]:
+    return factor * a
+
+
+@gtx.program
+def scale_by(a: Field[Dims[IDim], float64], factor: float64, out: Field[Dims[IDim], float64]) -> None:
+    """Compiled per value of ``factor`` when it is static: many variants of one program."""
+    _scale_by(a, factor, out=out)
 
 
 def ring_offset_provider(n: int = 32) -> dict[str, Any]:

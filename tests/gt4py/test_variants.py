@@ -6,23 +6,13 @@ import pathlib
 
 import gt4py.next as gtx
 import numpy as np
-from gt4py.next import Dims, Field, float64
 
 import gtcache
 from gtcache import examples
+from gtcache.examples import scale_by
 from gtcache.gt4py import compile_variant
 
-IDim = gtx.Dimension("IDim")
-
-
-@gtx.field_operator
-def _scale_by(a: Field[Dims[IDim], float64], factor: float64) -> Field[Dims[IDim], float64]:
-    return factor * a
-
-
-@gtx.program
-def scale_by(a: Field[Dims[IDim], float64], factor: float64, out: Field[Dims[IDim], float64]) -> None:
-    _scale_by(a, factor, out=out)
+IDim = examples.IDim
 
 
 def test_each_static_value_is_its_own_variant(tmp_path: pathlib.Path) -> None:
