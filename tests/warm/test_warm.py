@@ -13,7 +13,7 @@ import pytest
 
 import gtcache
 from tests.conftest import SIZE
-from tests.helpers import load_in_fresh_process
+from tests.helpers import load_in_fresh_process, run_python
 
 pytestmark = pytest.mark.slow
 
@@ -75,14 +75,32 @@ def test_manifest_then_a_fresh_process_compiles_nothing(tmp_path: pathlib.Path) 
         assert [o["status"] for o in outcomes] == ["hit"], (example, backend)
 
 
-def test_modules_are_searched_for_programs(tmp_path: pathlib.Path) -> None:
+MODULE_RUN = """
+import json, sys
+import gtcache
+from gtcache import examples
+from gtcache.gt4py import compile_variant
+store = gtcache.open_store(sys.argv[1])
+grid = examples.ring_offset_provider()
+statuses = []
+for program in (examples.axpy, examples.edge_diff, examples.scale_by):
+    _, outcomes = compile_variant(store, program, backend=examples.backend_by_name("roundtrip"), offset_provider=grid)
+    statuses += [o.status for o in outcomes]
+print(json.dumps(statuses))
+"""
+
+
+def test_modules_then_a_fresh_process_compiles_nothing(tmp_path: pathlib.Path) -> None:
     store = tmp_path / "store"
-    result = gtcache_cli(
-        store, "warm", "gtcache.examples", "--backend", "roundtrip",
-        "--grid", "gtcache.examples:ring_offset_provider", "--dry-run", "--json",
-    )
-    assert result.returncode == 0, result.stderr
-    assert sorted(p["program"] for p in json.loads(result.stdout)) == ["gtcache.examples:axpy", "gtcache.examples:edge_diff"]
+    args = ("warm", "gtcache.examples", "--backend", "roundtrip", "--grid", "gtcache.examples:ring_offset_provider")
+    dry = gtcache_cli(store, *args, "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    assert sorted(p["program"] for p in json.loads(dry.stdout)) == [
+        "gtcache.examples:axpy", "gtcache.examples:edge_diff", "gtcache.examples:scale_by",
+    ]
+    assert gtcache_cli(store, *args).returncode == 0
+    statuses = json.loads(run_python(MODULE_RUN, str(store)).strip().splitlines()[-1])
+    assert statuses == ["hit", "hit", "hit"]
 
 
 def test_a_broken_variant_fails_alone(tmp_path: pathlib.Path) -> None:
