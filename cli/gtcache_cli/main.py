@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 
 import gtcache
-from gtcache_cli import _explain, _inspect, _manage, _warm
+from gtcache_cli import _bundle, _explain, _inspect, _manage, _warm
 from gtcache_cli._common import EXIT_CODES_HELP, Context
 
 
@@ -34,7 +34,9 @@ def cli(ctx: click.Context, cache_dir: str | None, index_dir: str | None) -> Non
     ctx.obj = Context(settings=gtcache.Settings.from_env(cache_dir=cache_dir, index_dir=index_dir))
 
 
-for command in (*_inspect.COMMANDS, *_manage.COMMANDS, *_explain.COMMANDS, *_warm.COMMANDS):
+for command in (
+    *_inspect.COMMANDS, *_manage.COMMANDS, *_explain.COMMANDS, *_warm.COMMANDS, *_bundle.COMMANDS
+):
     cli.add_command(command)
 
 

@@ -18,7 +18,7 @@ import gc
 import json
 import os
 import pathlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from gtcache._version import __version__
@@ -172,9 +172,36 @@ class Store:
         is another publisher's when it got there first. A broken entry at the key
         (bad record, missing file, wrong size or checksum) is replaced.
         """
+
+        def record_for(file_records: tuple[FileRecord, ...]) -> EntryRecord:
+            now = now_iso()
+            return EntryRecord(
+                key=draft.key, ingredients=draft.ingredients, program=draft.program,
+                backend=draft.backend, device=draft.device, toolchain=draft.toolchain,
+                artifact=draft.artifact, files=file_records, created=now, last_used=now, hits=0,
+                compile_seconds=round(draft.compile_seconds, 3), gtcache_version=__version__,
+            )
+
+        return self._publish(draft.key, files, record_for)
+
+    def publish_record(self, record: EntryRecord, files: Mapping[str, bytes]) -> Entry:
+        """Publish an entry another store wrote (an import): its record as it is, its files
+        checked against the record. Atomic and single-flight like ``publish``."""
+
+        def record_for(file_records: tuple[FileRecord, ...]) -> EntryRecord:
+            if sorted(file_records, key=lambda f: f.path) != sorted(record.files, key=lambda f: f.path):
+                raise CorruptEntryError(record.key, "its files do not match its record.")
+            return record
+
+        return self._publish(record.key, files, record_for)
+
+    def _publish(
+        self, key: str, files: Mapping[str, pathlib.Path | bytes],
+        record_for: Callable[[tuple[FileRecord, ...]], EntryRecord],
+    ) -> Entry:
         self._require_writable()
-        staging = self._stage(draft, files)
-        target = self.entry_path(draft.key)
+        staging = self._stage(files, record_for)
+        target = self.entry_path(key)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             for _attempt in range(3):
@@ -184,17 +211,21 @@ class Store:
                     _files.fsync_dir(target.parent)
                     return Entry(record=_read_record(target), path=target)
                 try:
-                    existing = self.lookup(draft.key)
+                    existing = self.lookup(key)
                     if existing is not None:
                         self.verify_payload(existing)
                         return existing
                 except CorruptEntryError:
                     self._move_to_trash(target)
-            raise GtcacheError(f"Could not publish entry '{draft.key}' after three attempts.")
+            raise GtcacheError(f"Could not publish entry '{key}' after three attempts.")
         finally:
             _files.remove_tree(staging)
 
-    def _stage(self, draft: EntryDraft, files: Mapping[str, pathlib.Path | bytes]) -> pathlib.Path:
+    def _stage(
+        self, files: Mapping[str, pathlib.Path | bytes],
+        record_for: Callable[[tuple[FileRecord, ...]], EntryRecord],
+    ) -> pathlib.Path:
+        """A complete entry folder under ``tmp/``: every file flushed, then ``entry.json``."""
         tmp_root = self.root / _layout.TMP_DIR
         tmp_root.mkdir(exist_ok=True)
         staging = tmp_root / _files.unique_name("publish-")
@@ -207,22 +238,7 @@ class Store:
                 else:
                     size, digest = _files.copy_durably(source, staging / name)
                 records.append(FileRecord(path=name, size=size, xxh3=digest))
-            now = now_iso()
-            record = EntryRecord(
-                key=draft.key,
-                ingredients=draft.ingredients,
-                program=draft.program,
-                backend=draft.backend,
-                device=draft.device,
-                toolchain=draft.toolchain,
-                artifact=draft.artifact,
-                files=tuple(records),
-                created=now,
-                last_used=now,
-                hits=0,
-                compile_seconds=round(draft.compile_seconds, 3),
-                gtcache_version=__version__,
-            )
+            record = record_for(tuple(records))
             EntryRecord.from_json(json.loads(record.dumps()))  # never publish what we cannot read
             _files.atomic_write_text(staging / _layout.ENTRY_FILE, record.dumps())
             _files.fsync_dir(staging)
