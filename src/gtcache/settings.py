@@ -17,6 +17,8 @@ ENV_INDEX_DIR = "GTCACHE_INDEX_DIR"
 ENV_ENABLE = "GTCACHE"
 ENV_SELF_CHECK = "GTCACHE_SELF_CHECK"
 ENV_EXPLAIN = "GTCACHE_EXPLAIN"
+ENV_READONLY_DIRS = "GTCACHE_READONLY_DIRS"
+ENV_PROMOTE = "GTCACHE_PROMOTE"
 _TRUE = ("1", "true", "yes", "on")
 
 
@@ -33,6 +35,11 @@ class Settings:
     self_check: bool = False
     #: Log, on every miss, which key ingredients differ from the nearest entry (``GTCACHE_EXPLAIN=1``).
     explain: bool = False
+    #: Read-only stores consulted after ``cache_dir``, in order (``GTCACHE_READONLY_DIRS``,
+    #: separated by ``os.pathsep``): e.g. a shared store CI filled. Never written.
+    readonly_dirs: tuple[pathlib.Path, ...] = ()
+    #: Copy entries found in a read-only store into ``cache_dir`` (``GTCACHE_PROMOTE=1``).
+    promote: bool = False
 
     @classmethod
     def from_env(
@@ -53,4 +60,9 @@ class Settings:
             enabled=enable in _TRUE or (bool(env.get(ENV_CACHE_DIR)) and enable not in ("0", "false", "no", "off")),
             self_check=env.get(ENV_SELF_CHECK, "").strip().lower() in _TRUE,
             explain=env.get(ENV_EXPLAIN, "").strip().lower() in _TRUE,
+            readonly_dirs=tuple(
+                pathlib.Path(p).expanduser().absolute()
+                for p in env.get(ENV_READONLY_DIRS, "").split(os.pathsep) if p.strip()
+            ),
+            promote=env.get(ENV_PROMOTE, "").strip().lower() in _TRUE,
         )

@@ -300,3 +300,32 @@ def test_explain_logs_why_a_miss_missed(tmp_path: pathlib.Path) -> None:
     line = next(l for l in out.splitlines() if l.startswith("gtcache miss:"))
     assert "'shift_scale' (roundtrip)" in line and "backend_config:" in line
     assert "program_ir" not in line
+
+
+def snapshot(root: pathlib.Path) -> list[tuple[str, bytes, int]]:
+    return sorted(
+        (str(p.relative_to(root)), p.read_bytes() if p.is_file() else b"", p.stat().st_mtime_ns)
+        for p in root.rglob("*")
+    )
+
+
+def test_read_only_tier_is_used_and_never_written(tmp_path: pathlib.Path) -> None:
+    import gtcache
+
+    shared = tmp_path / "shared"
+    project = write_project(tmp_path / "p")
+    run_project(project, shared)  # CI filled the shared store
+    shutil.rmtree(shared / "index", ignore_errors=True)
+    before = snapshot(shared)
+
+    local = tmp_path / "local"
+    report = run_project(project, local, GTCACHE_READONLY_DIRS=str(shared))
+    assert statuses(report) == [("hit", "direct")] and report["out"] == expected(2.0, 1.0)
+    assert snapshot(shared) == before, "no index, lock, counter, link or ledger in a read-only store"
+    assert gtcache.open_store(local).scan().entries == (), "used in place, not copied"
+
+    promoted = run_project(project, local, GTCACHE_READONLY_DIRS=str(shared), GTCACHE_PROMOTE="1")
+    assert statuses(promoted) == [("hit", "direct")]
+    assert len(gtcache.open_store(local).scan().entries) == 1
+    assert snapshot(shared) == before
+    assert statuses(run_project(project, local)) == [("hit", "direct")], "the copy serves on its own"

@@ -106,8 +106,13 @@ class Hook:
     def __init__(
         self, store: Store | None, *, serial: bool = False, self_check: bool = False,
         limits: Limits | None = None, explain: bool = False, plan_only: bool = False,
+        tiers: tuple[Store, ...] = (), promote: bool = False,
     ):
         self.store = store
+        #: Read-only stores consulted after ``store`` (never written); hits there are used
+        #: in place, or copied into ``store`` first with ``promote``.
+        self.tiers = tiers
+        self.promote = promote
         self.serial = serial
         self.self_check = self_check
         self.limits = limits
@@ -178,12 +183,16 @@ class Hook:
         direct_key = self._direct_key(backend, definition_stage, cta)
         if self.plan_only:
             return self._plan(original, backend, definition_stage, cta, program, name)
-        if direct_key is not None and (build_key := self.store.resolve_direct(direct_key)):
-            loaded = self._load(build_key, backend)
-            if loaded is not None and not (self.self_check and self._self_check_fails(
-                original, backend, definition_stage, cta, build_key, direct_key
-            )):
-                return self._served(program, name, build_key, loaded, start, "direct", spec)
+        if direct_key is not None:
+            for store in (self.store, *self.tiers):
+                build_key = store.resolve_direct(direct_key)
+                loaded = self._load(store, build_key, backend) if build_key else None
+                if loaded is not None and build_key and not (self.self_check and self._self_check_fails(
+                    original, backend, definition_stage, cta, build_key, direct_key
+                )):
+                    if store is not self.store and self.promote:
+                        self._link(direct_key, build_key)
+                    return self._served(program, name, build_key, loaded, start, "direct", spec)
 
         task = original(backend, definition_stage, cta)  # gt4py lowers the program here
         try:
@@ -192,10 +201,12 @@ class Hook:
             self._record(Outcome(program["name"], name, "bypassed", None, 0.0, detail=repr(error)))
             return task
         key = make_key(BUILD_KEY_KIND, ingredients)
-        loaded = self._load(key, backend)
-        if loaded is not None:
-            self._link(direct_key, key)
-            return self._served(program, name, key, loaded, start, "build", spec)
+        for store in (self.store, *self.tiers):
+            loaded = self._load(store, key, backend)
+            if loaded is not None:
+                if store is self.store or self.promote:
+                    self._link(direct_key, key)
+                return self._served(program, name, key, loaded, start, "build", spec)
         if self.explain:
             self._explain(program, name, key, ingredients)
         variant = _Variant(program, name, key, ingredients, direct_key, start, spec)
@@ -264,14 +275,13 @@ class Hook:
         )
         return True
 
-    def _load(self, key: str, backend: Any) -> _Loaded | None:
-        """The loaded program of entry ``key`` and the seconds gt4py's load took, or None."""
-        assert self.store is not None
+    def _load(self, store: Store, key: str, backend: Any) -> _Loaded | None:
+        """The loaded program of entry ``key`` of ``store`` and the seconds gt4py's load took."""
         try:
-            entry = self.store.lookup(key)
+            entry = store.lookup(key)
             if entry is None:
                 return None
-            artifact = artifact_of(entry, store=self.store)
+            artifact = artifact_of(entry, store=store)
             start = time.perf_counter()
             program = backend.load_artifact(artifact)
             load_seconds = time.perf_counter() - start
@@ -281,9 +291,23 @@ class Hook:
         except Exception as error:  # a payload that does not load is a miss, never a failure
             self.warn_once(f"entry '{key}' did not load: {error!r}")
             return None
-        with self._lock:
-            self._hits[key] += 1
+        if store is self.store:
+            with self._lock:
+                self._hits[key] += 1
+        elif self.promote:
+            self._promote(store, key)
         return _Loaded(program, load_seconds, entry.record.compile_seconds)
+
+    def _promote(self, tier: Store, key: str) -> None:
+        """Copy a read-only tier's entry into the writable store (a warning if it cannot)."""
+        if self.store is None or self.store.read_only:
+            return
+        try:
+            entry = tier.get(key)
+            files = {f.path: (entry.path / f.path).read_bytes() for f in entry.record.files}
+            self.store.publish_record(entry.record, files)
+        except Exception as error:  # promotion is an optimisation, never a failure
+            self.warn_once(f"cannot copy entry '{key}' from '{tier.root}': {error!r}")
 
     def _link(self, direct_key: str | None, build_key: str) -> None:
         if direct_key is None or self.store is None or self.store.read_only:

@@ -184,9 +184,16 @@ def _activated(hook: Hook) -> Iterator[Hook]:
 
 def _new_hook(settings: Settings) -> Hook:
     store, problem = _open(settings)
-    hook = Hook(store, self_check=settings.self_check, explain=settings.explain)
+    hook = Hook(store, self_check=settings.self_check, explain=settings.explain, promote=settings.promote)
     if problem:
         hook.warn_once(problem)
+    tiers = []
+    for folder in settings.readonly_dirs:
+        try:
+            tiers.append(open_store(folder, read_only=True))
+        except (GtcacheError, OSError) as error:
+            hook.warn_once(f"read-only store '{folder}' not used: {error}")
+    hook.tiers = tuple(tiers)
     if store is not None:
         hook.limits = _limits(hook, store)
     return hook

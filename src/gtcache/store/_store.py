@@ -461,16 +461,18 @@ def open_store(
     *,
     index_dir: str | os.PathLike[str] | None = None,
     create: bool = True,
+    read_only: bool = False,
 ) -> Store:
     """Open the store at ``root``, creating it when absent (or an empty folder) and ``create``.
 
     Raises ``StoreVersionError`` for a store of another layout version and
-    ``NotAStoreError`` for a non-empty folder that is not a store.
+    ``NotAStoreError`` for a non-empty folder that is not a store. ``read_only``
+    opens an existing store that is never written (no index, counters, links, ledger).
     """
     path = pathlib.Path(root).expanduser().absolute()
     layout = path / _layout.LAYOUT_FILE
     if not layout.exists():
-        if not create:
+        if not create or read_only:
             raise GtcacheError(f"No gtcache store at '{path}'.")
         _create(path)
     _check_layout(path, layout)
@@ -478,7 +480,7 @@ def open_store(
     return Store(
         path,
         index_dir=pathlib.Path(index_dir).expanduser().absolute() if index_dir else None,
-        read_only=not writable,
+        read_only=read_only or not writable,
     )
 
 
