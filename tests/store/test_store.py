@@ -287,3 +287,22 @@ def test_read_only_flag_refuses_writes(tmp_path: pathlib.Path) -> None:
         publish(reader, "other")
     after = sorted((p, p.stat().st_mtime_ns) for p in (tmp_path / "s").rglob("*"))
     assert before == after
+
+
+def _open_in_child(root: str, barrier: multiprocessing.synchronize.Barrier) -> None:
+    barrier.wait()
+    gtcache.open_store(root)
+
+
+def test_many_processes_create_one_store_at_once(tmp_path: pathlib.Path) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    for attempt in range(3):
+        root = tmp_path / f"new-{attempt}"
+        barrier = ctx.Barrier(6)
+        procs = [ctx.Process(target=_open_in_child, args=(str(root), barrier)) for _ in range(6)]
+        for proc in procs:
+            proc.start()
+        for proc in procs:
+            proc.join(60)
+        assert [proc.exitcode for proc in procs] == [0] * 6
+        assert gtcache.open_store(root).scan().entries == ()

@@ -484,8 +484,27 @@ def open_store(
     )
 
 
+#: What a store (or one being created by another process right now) may hold.
+_STORE_NAMES = frozenset({
+    _layout.ENTRIES_DIR, _layout.TMP_DIR, _layout.TRASH_DIR, _layout.CACHEDIR_TAG, _layout.LAYOUT_FILE,
+    _layout.INDEX_DIR, _layout.DIRECT_DIR, _layout.QUARANTINE_DIR, _layout.LEDGER_DIR, "locks",
+    _layout.CONFIG_FILE,
+})
+
+
+def _foreign(path: pathlib.Path) -> bool:
+    """True if ``path`` holds anything a store (being created) would not."""
+    for name in os.listdir(path):
+        temp = name.startswith((f".{_layout.CACHEDIR_TAG}.tmp-", f".{_layout.LAYOUT_FILE}.tmp-"))
+        if name not in _STORE_NAMES and not temp:
+            return True
+    return False
+
+
 def _create(path: pathlib.Path) -> None:
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+    # Another process may be creating the same store right now: its folders are no
+    # reason to refuse, and every step below is idempotent.
+    if path.exists() and (not path.is_dir() or _foreign(path)):
         raise NotAStoreError(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
