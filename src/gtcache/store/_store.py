@@ -18,7 +18,7 @@ import gc
 import json
 import os
 import pathlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from gtcache._version import __version__
@@ -110,7 +110,7 @@ class Store:
             raise CorruptEntryError(key, str(error)) from None
         if record.key != key:
             raise CorruptEntryError(key, f"its record names key '{record.key}'.")
-        if problem := _size_problem(path, record.files):
+        if problem := _size_problem(path, ((f.path, f.size) for f in record.files)):
             if not (path / _layout.ENTRY_FILE).exists():
                 return None  # removed (renamed away whole) while we looked: absent, not broken
             raise CorruptEntryError(key, problem)
@@ -448,7 +448,7 @@ class Store:
         problem = row.problem
         if problem is None and row.record is not None:
             # Sizes change without touching entry.json (a truncated payload): check them here.
-            problem = _raw_size_problem(path, row.record.get("files", ()))
+            problem = _size_problem(path, ((f["path"], f["size"]) for f in row.record.get("files", ())))
         return EntryInfo.make(key=key, path=pathlib.Path(path), raw=row.record, problem=problem)
 
     def _require_writable(self) -> None:
@@ -547,26 +547,18 @@ def _read_record(path: pathlib.Path) -> EntryRecord:
     return EntryRecord.loads((path / _layout.ENTRY_FILE).read_bytes())
 
 
-def _size_problem(path: pathlib.Path, files: Sequence[FileRecord]) -> str | None:
-    for item in files:
-        try:
-            size = os.stat(path / item.path).st_size
-        except OSError:
-            return f"file '{item.path}' is missing."
-        if size != item.size:
-            return f"file '{item.path}' has {size} bytes, not {item.size}."
-    return None
+def _size_problem(path: str | pathlib.Path, files: Iterable[tuple[str, int]]) -> str | None:
+    """Why the payload files ``(name, size)`` in ``path`` are not as recorded, or None.
 
-
-def _raw_size_problem(path: str, files: Any) -> str | None:
-    """``_size_problem`` for an already checked record as JSON (no dataclasses, no pathlib)."""
-    for item in files:
+    Runs per entry on every scan: f-strings and ``os.stat``, no pathlib objects.
+    """
+    for name, expected in files:
         try:
-            size = os.stat(f"{path}/{item['path']}").st_size
+            size = os.stat(f"{path}/{name}").st_size
         except OSError:
-            return f"file '{item['path']}' is missing."
-        if size != item["size"]:
-            return f"file '{item['path']}' has {size} bytes, not {item['size']}."
+            return f"file '{name}' is missing."
+        if size != expected:
+            return f"file '{name}' has {size} bytes, not {expected}."
     return None
 
 
