@@ -11,6 +11,7 @@ import dataclasses
 import os
 import pathlib
 import shutil
+import subprocess
 import tempfile
 
 _SESSION_TMP = pathlib.Path(tempfile.mkdtemp(prefix="gtcache-tests-"))
@@ -23,6 +24,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import gtcache  # noqa: E402
+from tests.helpers import run_python  # noqa: E402
 
 BACKENDS = ("gtfn_cpu", "dace_cpu", "roundtrip")
 #: Mesh / domain size the session store is compiled and checked with.
@@ -99,3 +101,37 @@ def gt4py_alone_output() -> object:
         return result
 
     return run
+
+
+NO_FLOCK_C = """
+#include <errno.h>
+int flock(int fd, int operation) { (void)fd; (void)operation; errno = ENOSYS; return -1; }
+"""
+
+
+@pytest.fixture(scope="session")
+def no_flock(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Environment for processes without flock.
+
+    A tiny preload library whose ``flock`` fails with ENOSYS, exactly what a Lustre
+    client mounted without ``flock`` answers: processes started with it in
+    ``LD_PRELOAD`` have no ``flock`` at all.
+    """
+    folder = tmp_path_factory.mktemp("no-flock")
+    source = folder / "no_flock.c"
+    source.write_text(NO_FLOCK_C)
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    assert compiler, "a C compiler is needed (gt4py's gtfn backend needs one too)"
+    library = folder / "libnoflock.so"
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    env = {"LD_PRELOAD": str(library)}
+    probe = """
+    import errno, fcntl, os, tempfile
+    with tempfile.TemporaryFile() as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        except OSError as error:
+            print(errno.errorcode[error.errno])
+    """
+    assert run_python(probe, env=env).strip() == "ENOSYS", "the preload library must take flock away"
+    return env

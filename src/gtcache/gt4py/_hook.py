@@ -34,6 +34,7 @@ from gtcache.gt4py.ingredients import (
 )
 from gtcache.policies.limits import Limits, enforce_limits
 from gtcache.store import Store, now_iso
+from gtcache.store._lock import StoreLock
 
 __all__ = ["GtcacheWarning", "Hook", "Outcome"]
 
@@ -77,6 +78,8 @@ class _Variant:
     direct_key: str | None
     start: float
     spec: dict[str, Any] | None = None
+    #: Held while this process compiles the variant (other processes wait for it).
+    lock: StoreLock | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +109,7 @@ class Hook:
     def __init__(
         self, store: Store | None, *, serial: bool = False, self_check: bool = False,
         limits: Limits | None = None, explain: bool = False, plan_only: bool = False,
-        tiers: tuple[Store, ...] = (), promote: bool = False,
+        tiers: tuple[Store, ...] = (), promote: bool = False, locking: str = "auto", wait: float = 600.0,
     ):
         self.store = store
         #: Read-only stores consulted after ``store`` (never written); hits there are used
@@ -116,6 +119,9 @@ class Hook:
         self.serial = serial
         self.self_check = self_check
         self.limits = limits
+        #: How to lock the store, and how long to wait for another process compiling a variant.
+        self.locking = locking
+        self.wait = wait
         #: Log why each miss missed (``GTCACHE_EXPLAIN=1``).
         self.explain = explain
         #: Compute keys and look them up, compile nothing ("cached" / "missing" outcomes).
@@ -132,12 +138,12 @@ class Hook:
 
     # -- reporting ------------------------------------------------------------------------
 
-    def warn_once(self, reason: str) -> None:
+    def warn_once(self, reason: str, consequence: str = "compiling without the cache") -> None:
         with self._lock:
             if reason in self._warned:
                 return
             self._warned.add(reason)
-        warnings.warn(f"gtcache: {reason} (compiling without the cache)", GtcacheWarning, stacklevel=4)
+        warnings.warn(f"gtcache: {reason} ({consequence})", GtcacheWarning, stacklevel=4)
 
     def _record(self, outcome: Outcome) -> None:
         with self._lock:
@@ -170,7 +176,8 @@ class Hook:
         self, original: Callable[..., Any], backend: Any, definition_stage: Any, cta: Any
     ) -> Any:
         start = time.perf_counter()
-        if self.store is None:
+        stores = self._stores()
+        if not stores:
             return original(backend, definition_stage, cta)
         definition = definition_stage.definition
         program = {"name": definition.__name__, "module": getattr(definition, "__module__", "") or ""}
@@ -184,7 +191,7 @@ class Hook:
         if self.plan_only:
             return self._plan(original, backend, definition_stage, cta, program, name)
         if direct_key is not None:
-            for store in (self.store, *self.tiers):
+            for store in stores:
                 build_key = store.resolve_direct(direct_key)
                 loaded = self._load(store, build_key, backend) if build_key else None
                 if loaded is not None and build_key and not (self.self_check and self._self_check_fails(
@@ -201,15 +208,25 @@ class Hook:
             self._record(Outcome(program["name"], name, "bypassed", None, 0.0, detail=repr(error)))
             return task
         key = make_key(BUILD_KEY_KIND, ingredients)
-        for store in (self.store, *self.tiers):
+        for store in stores:
             loaded = self._load(store, key, backend)
             if loaded is not None:
                 if store is self.store or self.promote:
                     self._link(direct_key, key)
                 return self._served(program, name, key, loaded, start, "build", spec)
+        if self.store is None:
+            return task  # nowhere to publish (the warning said why)
+        if self.store.read_only:
+            self.warn_once(f"cannot publish to '{self.store.root}': it is not writable")
+            return task
+        lock = self._claim(key, program["name"])
+        if lock is not None and (loaded := self._load(self.store, key, backend)) is not None:
+            lock.release()  # another process compiled it while this one waited
+            self._link(direct_key, key)
+            return self._served(program, name, key, loaded, start, "build", spec, "waited for another process")
         if self.explain:
             self._explain(program, name, key, ingredients)
-        variant = _Variant(program, name, key, ingredients, direct_key, start, spec)
+        variant = _Variant(program, name, key, ingredients, direct_key, start, spec, lock)
         return _PublishingTask(
             name=task.name,
             construct_compilable=task.construct_compilable,
@@ -250,6 +267,28 @@ class Hook:
             _log.warning("gtcache miss: %s", explanation.summary())
         except Exception as error:  # explaining is a courtesy, never a failure
             _log.warning("gtcache miss: '%s' (%s); cannot explain: %r", program["name"], backend, error)
+
+    def _stores(self) -> tuple[Store, ...]:
+        return (self.store, *self.tiers) if self.store is not None else self.tiers
+
+    def _claim(self, key: str, name: str) -> StoreLock | None:
+        """Take the compile lock of ``key``, waiting (bounded) while another process holds it.
+
+        None when not waiting (``wait`` 0), when locking fails, or when the wait ran out: then
+        this process compiles the variant too, and the first publish wins.
+        """
+        if self.wait <= 0:
+            return None
+        assert self.store is not None
+        try:
+            lock = self.store.lock(key, self.locking)
+            if lock.acquire(self.wait):
+                return lock
+        except (OSError, GtcacheError) as error:
+            self.warn_once(f"cannot lock '{self.store.root}': {error}", "compiling without waiting for others")
+            return None
+        self.warn_once(f"waited {self.wait:g} s for another process compiling '{name}'", "compiling it here too")
+        return None
 
     def _direct_key(self, backend: Any, definition_stage: Any, cta: Any) -> str | None:
         try:
@@ -319,11 +358,11 @@ class Hook:
 
     def _served(
         self, program: dict[str, str], backend: str, key: str, loaded: _Loaded, start: float, via: str,
-        spec: dict[str, Any] | None,
+        spec: dict[str, Any] | None, detail: str | None = None,
     ) -> _ServedTask:
         seconds = time.perf_counter() - start
         self._record(Outcome(
-            program["name"], backend, "hit", key, seconds, via,
+            program["name"], backend, "hit", key, seconds, via, detail,
             load_seconds=loaded.load_seconds, saved_seconds=loaded.compile_seconds, spec=spec,
         ))
         return _ServedTask(
@@ -359,6 +398,8 @@ class Hook:
         try:
             self._publish_result(variant, inner)
         finally:
+            if variant.lock is not None:
+                variant.lock.release()
             if inner.cancelled():
                 outer.cancel()
             elif (error := inner.exception()) is not None:
@@ -375,8 +416,6 @@ class Hook:
         status, detail = "compiled", None
         try:
             assert self.store is not None
-            if self.store.read_only:
-                raise GtcacheError(f"Store '{self.store.root}' is read-only.")
             publish_artifact(
                 self.store, future.result(), key=variant.key, ingredients=variant.ingredients,
                 program=variant.program, compile_seconds=seconds,
@@ -399,7 +438,7 @@ class Hook:
         if now - self._limits_checked < _LIMITS_INTERVAL:
             return
         self._limits_checked = now
-        enforce_limits(self.store, self.limits)
+        enforce_limits(self.store, self.limits, locking=self.locking)
 
 
 #: Seconds between two size-cap checks of one process.

@@ -160,7 +160,10 @@ def serving(
 
     ``plan_only``: compute keys and look them up, compile nothing.
     """
-    hook = Hook(store, serial=True, self_check=self_check, plan_only=plan_only)
+    settings = Settings.from_env()
+    hook = Hook(
+        store, serial=True, self_check=self_check, plan_only=plan_only, locking=settings.locking, wait=settings.wait
+    )
     hook.limits = _limits(hook, store)
     return _activated(hook)
 
@@ -184,7 +187,10 @@ def _activated(hook: Hook) -> Iterator[Hook]:
 
 def _new_hook(settings: Settings) -> Hook:
     store, problem = _open(settings)
-    hook = Hook(store, self_check=settings.self_check, explain=settings.explain, promote=settings.promote)
+    hook = Hook(
+        store, self_check=settings.self_check, explain=settings.explain, promote=settings.promote,
+        locking=settings.locking, wait=settings.wait,
+    )
     if problem:
         hook.warn_once(problem)
     tiers = []

@@ -19,8 +19,6 @@ import pathlib
 import tomllib
 from collections.abc import Mapping
 
-import filelock
-
 from gtcache.errors import GtcacheError
 from gtcache.policies._units import parse_size
 from gtcache.policies.prune import PrunePlan, PrunePolicy, plan_prune
@@ -28,8 +26,6 @@ from gtcache.store import Store
 from gtcache.store._layout import CONFIG_FILE
 
 __all__ = ["Limits", "enforce_limits"]
-
-LOCKS_DIR = "locks"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +59,7 @@ class Limits:
             raise GtcacheError(f"Bad store limit: {error}") from None
 
 
-def enforce_limits(store: Store, limits: Limits) -> PrunePlan | None:
+def enforce_limits(store: Store, limits: Limits, *, locking: str = "auto") -> PrunePlan | None:
     """Prune least recently used entries until ``store`` fits ``limits``.
 
     Cheap when the store fits (a walk of the entry folders, no record parsed, no
@@ -75,18 +71,19 @@ def enforce_limits(store: Store, limits: Limits) -> PrunePlan | None:
     entries, size, files = store.usage()
     if not _over(size, files, limits):
         return None
-    lock_dir = store.root / LOCKS_DIR
-    lock_dir.mkdir(exist_ok=True)
     try:
-        with filelock.FileLock(str(lock_dir / "limits.lock"), timeout=0):
-            plan = plan_prune(
-                store.scan(use_index=False),
-                PrunePolicy(max_size=limits.max_size, max_files=limits.max_files),
-            )
-            plan.execute(store)
-            return plan
-    except (filelock.Timeout, OSError):  # another process enforces, or no locking here
+        lock = store.lock("limits", locking)
+        if not lock.acquire(timeout=0):  # another process enforces right now
+            return None
+    except OSError:  # no locking here: the next publish tries again
         return None
+    with lock:
+        plan = plan_prune(
+            store.scan(use_index=False),
+            PrunePolicy(max_size=limits.max_size, max_files=limits.max_files),
+        )
+        plan.execute(store)
+        return plan
 
 
 def _over(size: int, files: int, limits: Limits) -> bool:

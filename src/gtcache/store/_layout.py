@@ -22,6 +22,7 @@ __all__ = [
     "LAYOUT_FORMAT",
     "LAYOUT_VERSION",
     "LEDGER_DIR",
+    "LOCKS_DIR",
     "QUARANTINE_DIR",
     "TMP_DIR",
     "TRASH_DIR",
@@ -43,6 +44,7 @@ TMP_DIR = "tmp"
 TRASH_DIR = "trash"
 QUARANTINE_DIR = "quarantine"
 LEDGER_DIR = "ledger"
+LOCKS_DIR = "locks"
 CONFIG_FILE = "gtcache.toml"
 INDEX_DIR = "index"
 ENTRY_FILE = "entry.json"

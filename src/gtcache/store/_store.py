@@ -32,6 +32,7 @@ from gtcache.errors import (
 )
 from gtcache.store import _files, _layout, _ledger
 from gtcache.store._index import Index, IndexRow
+from gtcache.store._lock import StoreLock
 from gtcache.store._record import EntryRecord, FileRecord, now_iso
 from gtcache.store._scan import EntryInfo, StoreScan
 
@@ -451,6 +452,13 @@ class Store:
             problem = _size_problem(path, ((f["path"], f["size"]) for f in row.record.get("files", ())))
         return EntryInfo.make(key=key, path=pathlib.Path(path), raw=row.record, problem=problem)
 
+    def lock(self, name: str, method: str = "auto") -> StoreLock:
+        """The inter-process lock ``name`` of this store (``locks/<name>.lock``, see ``_lock.py``)."""
+        self._require_writable()
+        folder = self.root / _layout.LOCKS_DIR
+        folder.mkdir(exist_ok=True)
+        return StoreLock(folder / f"{name}.lock", method)
+
     def _require_writable(self) -> None:
         if self.read_only:
             raise GtcacheError(f"Store '{self.root}' is read-only.")
@@ -487,7 +495,7 @@ def open_store(
 #: What a store (or one being created by another process right now) may hold.
 _STORE_NAMES = frozenset({
     _layout.ENTRIES_DIR, _layout.TMP_DIR, _layout.TRASH_DIR, _layout.CACHEDIR_TAG, _layout.LAYOUT_FILE,
-    _layout.INDEX_DIR, _layout.DIRECT_DIR, _layout.QUARANTINE_DIR, _layout.LEDGER_DIR, "locks",
+    _layout.INDEX_DIR, _layout.DIRECT_DIR, _layout.QUARANTINE_DIR, _layout.LEDGER_DIR, _layout.LOCKS_DIR,
     _layout.CONFIG_FILE,
 })
 
