@@ -25,6 +25,7 @@ import gtcache  # noqa: E402
 from gtcache.keys import make_key  # noqa: E402
 from gtcache.policies import PrunePolicy, plan_prune  # noqa: E402
 from gtcache.store import _files  # noqa: E402
+from gtcache.store._record import record_digest  # noqa: E402
 
 SIZES = [int(n) for n in os.environ.get("BENCH_SCALE", "10000,100000").split(",")]
 
@@ -41,7 +42,7 @@ def fill(root: pathlib.Path, count: int) -> None:
         (folder / "program.py").write_bytes(payload)
         when = (start + datetime.timedelta(seconds=i)).isoformat()
         record = {
-            "schema_version": 1, "key": key,
+            "schema_version": 2, "key": key,
             "ingredients": {"program_ir": str(i), "backend": "run_gtfn_cpu", "backend_config": "x"},
             "program": {"name": f"stencil_{i % 500}", "module": "bench.synthetic"},
             "backend": {"name": "run_gtfn_cpu", "options": {}},
@@ -52,6 +53,7 @@ def fill(root: pathlib.Path, count: int) -> None:
             "created": when, "last_used": when, "hits": i % 7, "compile_seconds": 1.0 + i % 30,
             "gtcache_version": gtcache.__version__,
         }
+        record["record_xxh3"] = record_digest(record)
         (folder / "entry.json").write_text(json.dumps(record))
 
 

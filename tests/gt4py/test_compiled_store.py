@@ -107,7 +107,7 @@ def test_lookup_and_load_entry_directly(compiled_store: CompiledStore, tmp_path:
 def _break(entry_path: pathlib.Path, how: str) -> None:
     so = next(p for p in entry_path.iterdir() if p.suffix == ".so")
     if how == "entry.json":
-        (entry_path / "entry.json").write_text('{"schema_version": 1, "key": "')
+        (entry_path / "entry.json").write_text('{"schema_version": 2, "key": "')
     elif how == "truncate":
         with open(so, "r+b") as stream:
             stream.truncate(so.stat().st_size // 2)

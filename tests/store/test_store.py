@@ -160,7 +160,7 @@ def test_scan_lists_sound_and_broken_entries(tmp_path: pathlib.Path) -> None:
     bad_json = publish(store, "bad_json")
     truncated = publish(store, "truncated", payload=b"0123456789" * 100)
     flipped = publish(store, "flipped", payload=b"0123456789" * 100)
-    (bad_json.path / "entry.json").write_text('{"schema_version": 1, "key": 3}')
+    (bad_json.path / "entry.json").write_text('{"schema_version": 2, "key": 3}')
     with open(truncated.path / "program.py", "r+b") as stream:
         stream.truncate(10)
     with open(flipped.path / "program.py", "r+b") as stream:

@@ -1,9 +1,14 @@
-"""The entry record (``entry.json``, schema version 1) as a frozen dataclass.
+"""The entry record (``entry.json``, schema version 2) as a frozen dataclass.
 
 ``cache_schema/v1/entry.schema.json`` is the published form of what
 ``EntryRecord.from_json`` accepts; the tests validate every record written
 against it. Validation here is by hand so that loading an entry does not need
 ``jsonschema`` on the lookup path.
+
+Schema 2 adds ``record_xxh3``: the checksum of the record itself, without the
+usage fields (``last_used``, ``hits``) that every hit may rewrite. A record is
+not only metadata: its ``artifact`` names entry points and, for dace, holds the
+Python source that binds arguments, so a flipped byte there must never load.
 """
 
 from __future__ import annotations
@@ -15,12 +20,16 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import xxhash
+
 from gtcache.store._layout import ENTRY_FILE, KEY_PATTERN
 
 __all__ = ["SCHEMA_VERSION", "EntryRecord", "FileRecord", "now_iso"]
 
 #: Version of ``entry.json`` this code writes and reads.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: Fields ``record_xxh3`` does not cover: usage counters, rewritten on hits.
+_UNCHECKED = frozenset({"last_used", "hits", "record_xxh3"})
 
 #: Payload files are flat names inside the entry folder: no separators, no "..".
 _FILE_NAME = re.compile(r"^(?!\.\.?$)[A-Za-z0-9._+-]{1,200}$")
@@ -81,7 +90,7 @@ class EntryRecord:
         return str(self.backend.get("name", "?"))
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "schema_version": self.schema_version,
             "key": self.key,
             "ingredients": dict(self.ingredients),
@@ -97,6 +106,8 @@ class EntryRecord:
             "compile_seconds": self.compile_seconds,
             "gtcache_version": self.gtcache_version,
         }
+        data["record_xxh3"] = record_digest(data)
+        return data
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n"
@@ -112,6 +123,9 @@ class EntryRecord:
         missing = sorted(_FIELD_TYPES.keys() - data.keys())
         if missing:
             raise ValueError(f"missing field(s) {', '.join(repr(m) for m in missing)}.")
+        unknown = sorted(data.keys() - _FIELD_TYPES.keys() - {"schema_version"})
+        if unknown:
+            raise ValueError(f"unknown field(s) {', '.join(repr(u) for u in unknown)}.")
         for name, types in _FIELD_TYPES.items():
             value = data[name]
             if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
@@ -125,6 +139,8 @@ class EntryRecord:
                 raise ValueError(f"field '{part}' lacks its name.")
         if not isinstance(data["artifact"].get("fields"), dict):
             raise ValueError("field 'artifact' lacks its 'fields' object.")
+        if data["record_xxh3"] != record_digest(data):
+            raise ValueError("the record does not match its checksum ('record_xxh3').")
         return cls(
             key=data["key"],
             ingredients=data["ingredients"],
@@ -150,6 +166,13 @@ class EntryRecord:
         return cls.from_json(data)
 
 
+def record_digest(data: Mapping[str, Any]) -> str:
+    """The ``record_xxh3`` of a record's JSON object: every field but the usage counters."""
+    covered = {name: value for name, value in data.items() if name not in _UNCHECKED}
+    text = json.dumps(covered, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"))
+
+
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "key": (str,),
     "ingredients": (dict,),
@@ -164,6 +187,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "hits": (int,),
     "compile_seconds": (int, float),
     "gtcache_version": (str,),
+    "record_xxh3": (str,),
 }
 
 
