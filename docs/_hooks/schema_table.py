@@ -34,8 +34,9 @@ def _root(config: Any) -> pathlib.Path:
 
 
 def render(schema: dict[str, Any]) -> str:
+    closed = " No other fields are allowed." if schema.get("additionalProperties") is False else ""
     lines = [
-        f"*{schema.get('title', '')}*. {schema.get('description', '')}",
+        f"*{schema.get('title', '')}*. {schema.get('description', '')}{closed}",
         "",
         "| field | type | required | meaning |",
         "|---|---|---|---|",
