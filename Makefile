@@ -1,4 +1,4 @@
-# gtcache: `make demo` runs the built-in example, `make test` the test suite.
+# gtcache: `make demo` runs the built-in example, `make test` the test suite, `make docs` the site.
 # Both create the virtual environment first (.venv, Python >= 3.12, gt4py pinned below).
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -15,13 +15,18 @@ PYTEST_ARGS ?=
 # The package indexes configured on some machines print a warning per package; keep logs readable.
 PIP := $(PY) -m pip --disable-pip-version-check
 QUIET_PIP := { grep -v "is ignored: it is neither a file nor a directory" || true; }
+# mkdocs-material prints a banner about its end of life on every build; keep logs readable.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs
 
-.PHONY: help venv demo test test-suite lint bench clean
+.PHONY: help venv demo test test-suite lint docs docs-serve docs-record bench clean
 
 help:
 	@echo "make demo   - set up .venv, compile the built-in examples into $(DEMO_STORE), list it"
-	@echo "make test   - set up .venv, lint (ruff, mypy --strict), run the test suite against"
+	@echo "make test   - set up .venv, lint (ruff, mypy --strict, the docs build), run the test suite against"
 	@echo "              gt4py $(GT4PY_VERSION), then against gt4py $(GT4PY_ALSO) in .venv-gt4py-$(GT4PY_ALSO)"
+	@echo "make docs   - build the documentation site into build/site (mkdocs build --strict)"
+	@echo "make docs-serve  - serve the documentation at http://127.0.0.1:8000, rebuilt on edits"
+	@echo "make docs-record - re-record the terminal output in docs/recorded/ (compiles; a few minutes)"
 	@echo "make bench  - run the benchmark (writes docs/benchmarks.md)"
 	@echo "make clean  - remove .venv and build/"
 
@@ -29,7 +34,7 @@ $(VENV)/.installed-$(GT4PY_VERSION): pyproject.toml setup.py src/gtcache-autoloa
 	@python=$$(scripts/find-python) && echo "Creating $(VENV) with $$python" && "$$python" -m venv --clear $(VENV)
 	@$(PIP) install -q --upgrade pip 2>&1 | $(QUIET_PIP)
 	@echo "Installing gtcache (editable) and gt4py==$(GT4PY_VERSION) into $(VENV)"
-	@$(PIP) install -q -e '.[test]' 'gt4py==$(GT4PY_VERSION)' 2>&1 | $(QUIET_PIP)
+	@$(PIP) install -q -e '.[test,docs]' 'gt4py==$(GT4PY_VERSION)' 2>&1 | $(QUIET_PIP)
 	@# Editable installs do not ship root-level files: put the start-up hook in place by hand.
 	@$(PY) -c 'import shutil, sysconfig; shutil.copy("src/gtcache-autoload.pth", sysconfig.get_paths()["purelib"])'
 	@$(PY) -c 'import gtcache, gt4py.next, dace, gtcache_cli'
@@ -54,6 +59,16 @@ test-suite: venv
 lint: venv
 	$(VENV)/bin/ruff check src cli tests bench
 	$(VENV)/bin/mypy
+	$(MKDOCS) build --strict -q
+
+docs: venv
+	$(MKDOCS) build --strict
+
+docs-serve: venv
+	$(MKDOCS) serve
+
+docs-record: venv
+	$(PY) scripts/record-docs
 
 bench: venv
 	$(PY) -O bench/run.py

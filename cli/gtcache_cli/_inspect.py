@@ -47,7 +47,8 @@ _SORT_KEYS: dict[str, Callable[[gtcache.EntryInfo], Any]] = {
 @click.command(name="ls", epilog=EXIT_CODES_HELP)
 @filter_options
 @click.option("--broken", is_flag=True, help="Only broken entries.")
-@click.option("--sort", type=click.Choice(list(_SORT_KEYS)), default="program", show_default=True)
+@click.option("--sort", type=click.Choice(list(_SORT_KEYS)), default="program", show_default=True,
+              help="Order of the rows; every key but 'program' sorts descending.")
 @json_option
 @pass_context
 @errors_to_exit_codes

@@ -79,7 +79,7 @@ def rm_command(
 
 @click.command(name="prune", epilog=EXIT_CODES_HELP)
 @click.option("--max-size", callback=size_value, help="Remove entries until the store holds at most SIZE (e.g. 20G).")
-@click.option("--max-files", type=click.IntRange(min=0), help="... or at most N files (inode quotas).")
+@click.option("--max-files", type=click.IntRange(min=0), help="Remove entries until the store holds at most N files (inode quotas).")
 @click.option("--older-than", callback=duration_value, help="Remove entries created longer ago than this (e.g. 7d).")
 @click.option("--unused-for", callback=duration_value, help="Remove entries not used for this long (e.g. 2w).")
 @click.option("--stale", is_flag=True, help="Remove entries built by another toolchain than this environment's.")
