@@ -18,7 +18,7 @@ QUIET_PIP := { grep -v "is ignored: it is neither a file nor a directory" || tru
 # mkdocs-material prints a banner about its end of life on every build; keep logs readable.
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs
 
-.PHONY: help venv demo test test-suite lint docs docs-serve docs-record bench clean
+.PHONY: help venv demo test test-suite lint docs docs-serve docs-record reliability bench clean
 
 help:
 	@echo "make demo   - set up .venv, compile the built-in examples into $(DEMO_STORE), list it"
@@ -27,6 +27,7 @@ help:
 	@echo "make docs   - build the documentation site into build/site (mkdocs build --strict)"
 	@echo "make docs-serve  - serve the documentation at http://127.0.0.1:8000, rebuilt on edits"
 	@echo "make docs-record - re-record the terminal output in docs/recorded/ (compiles; a few minutes)"
+	@echo "make reliability - run the reliability suite alone (a few minutes; its figures go to docs/recorded/)"
 	@echo "make bench  - run the benchmark (writes docs/benchmarks.md)"
 	@echo "make clean  - remove .venv and build/"
 
@@ -69,6 +70,10 @@ docs-serve: venv
 
 docs-record: venv
 	$(PY) scripts/record-docs
+
+reliability: venv
+	$(PY) -m pytest tests/reliability $(PYTEST_ARGS)
+	cp build/reliability-figures.md docs/recorded/reliability-figures.md
 
 bench: venv
 	$(PY) -O bench/run.py

@@ -12,6 +12,9 @@ import json
 import os
 import pathlib
 import shutil
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -218,10 +221,16 @@ def test_unusable_store_warns_and_compiles(tmp_path: pathlib.Path) -> None:
         runpy.run_path({str(project / 'run.py')!r}, run_name="__main__")
     print("WARNINGS", sum("gtcache" in str(w.message) for w in caught))
     """
-    out = run_python(code, env={"PYTHONPATH": str(project), "GTCACHE_DIR": str(blocker / "store")})
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": str(project), "GTCACHE_DIR": str(blocker / "store")},
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
     report = json.loads(next(l for l in out.splitlines() if l.startswith("REPORT ")).removeprefix("REPORT "))
     assert report["out"] == expected(2.0, 1.0)
     assert out.split("WARNINGS")[1].strip() == "1"
+    assert report["worker_pool"] and "gtcache" not in proc.stderr, "gt4py's workers open no store, warn nothing"
 
 
 def test_full_disk_while_publishing_keeps_the_program_running(tmp_path: pathlib.Path) -> None:
@@ -329,3 +338,25 @@ def test_read_only_tier_is_used_and_never_written(tmp_path: pathlib.Path) -> Non
     assert len(gtcache.open_store(local).scan().entries) == 1
     assert snapshot(shared) == before
     assert statuses(run_project(project, local)) == [("hit", "direct")], "the copy serves on its own"
+
+
+def test_read_only_tier_serves_when_the_own_store_cannot_be_opened(tmp_path: pathlib.Path) -> None:
+    shared = tmp_path / "shared"
+    project = write_project(tmp_path / "p")
+    run_project(project, shared)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    code = f"""
+    import runpy, warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        runpy.run_path({str(project / 'run.py')!r}, run_name="__main__")
+    print("WARNINGS", [str(w.message) for w in caught if "gtcache" in str(w.message)])
+    """
+    out = run_python(code, env={
+        "PYTHONPATH": str(project), "GTCACHE_DIR": str(blocker / "store"), "GTCACHE_READONLY_DIRS": str(shared),
+    })
+    report = json.loads(next(l for l in out.splitlines() if l.startswith("REPORT ")).removeprefix("REPORT "))
+    assert statuses(report) == [("hit", "direct")] and report["out"] == expected(2.0, 1.0)
+    warned = out.split("WARNINGS")[1]
+    assert warned.count("gtcache:") == 1 and "cannot open store" in warned

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import gtcache
+from gtcache.store._record import record_digest
 from tests.store.test_store import draft
 
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
@@ -39,6 +40,7 @@ def make_entry(tmp_path: pathlib.Path) -> Callable[..., gtcache.Entry]:
         )
         if toolchain is not None:
             record["toolchain"] = toolchain
+        record["record_xxh3"] = record_digest(record)
         (entry.path / "entry.json").write_text(json.dumps(record))
         return store.get(entry.key)
 

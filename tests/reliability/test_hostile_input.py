@@ -90,10 +90,10 @@ def test_hostile_bundles(store: pathlib.Path, tmp_path: pathlib.Path, kind: str,
 
 
 BAD_RECORDS = {
-    "wrong type": lambda r: r | {"hits": "many"},
-    "missing field": lambda r: {k: v for k, v in r.items() if k != "files"},
-    "extra field": lambda r: r | {"run_this": "rm -rf /"},
-    "not json": None,
+    "a wrong type": lambda r: r | {"hits": "many"},
+    "a missing field": lambda r: {k: v for k, v in r.items() if k != "files"},
+    "an unknown field": lambda r: r | {"run_this": "rm -rf /"},
+    "no JSON at all": None,
 }
 
 
@@ -116,7 +116,7 @@ def test_hostile_entry_records(store: pathlib.Path, damage: str, figures) -> Non
     verify = gtcache_cli(store, "verify")
     assert verify.returncode == 1, verify.stdout + verify.stderr
     assert files(store) == before, "inspecting changes nothing"
-    figures.add("hostile input", f"entry.json with a {damage}: listed broken, verify exit code", verify.returncode)
+    figures.add("hostile input", f"entry.json with {damage}: listed broken, verify exit code", verify.returncode)
 
 
 def test_hostile_manifest(store: pathlib.Path, tmp_path: pathlib.Path, figures) -> None:

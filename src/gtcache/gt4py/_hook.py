@@ -18,6 +18,7 @@ import threading
 import time
 import warnings
 import logging
+import pathlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -110,8 +111,11 @@ class Hook:
         self, store: Store | None, *, serial: bool = False, self_check: bool = False,
         limits: Limits | None = None, explain: bool = False, plan_only: bool = False,
         tiers: tuple[Store, ...] = (), promote: bool = False, locking: str = "auto", wait: float = 600.0,
+        cache_dir: pathlib.Path | None = None,
     ):
         self.store = store
+        #: Where ``store`` is (or will be opened, see ``opener``).
+        self.cache_dir = cache_dir if cache_dir is not None else (store.root if store is not None else None)
         #: Read-only stores consulted after ``store`` (never written); hits there are used
         #: in place, or copied into ``store`` first with ``promote``.
         self.tiers = tiers
@@ -135,6 +139,10 @@ class Hook:
         self._hits: collections.Counter[str] = collections.Counter()
         self._lock = threading.Lock()
         self._warned: set[str] = set()
+        #: Opens ``store`` and ``tiers`` at the first compilation (set by ``install``): gt4py's
+        #: compile workers import gt4py too, and must neither open stores nor warn.
+        self.opener: Callable[[], None] | None = None
+        self._open_lock = threading.Lock()
 
     # -- reporting ------------------------------------------------------------------------
 
@@ -176,6 +184,8 @@ class Hook:
         self, original: Callable[..., Any], backend: Any, definition_stage: Any, cta: Any
     ) -> Any:
         start = time.perf_counter()
+        if self.opener is not None:
+            self._open()
         stores = self._stores()
         if not stores:
             return original(backend, definition_stage, cta)
@@ -267,6 +277,14 @@ class Hook:
             _log.warning("gtcache miss: %s", explanation.summary())
         except Exception as error:  # explaining is a courtesy, never a failure
             _log.warning("gtcache miss: '%s' (%s); cannot explain: %r", program["name"], backend, error)
+
+    def _open(self) -> None:
+        with self._open_lock:
+            if self.opener is not None:
+                try:
+                    self.opener()
+                finally:
+                    self.opener = None
 
     def _stores(self) -> tuple[Store, ...]:
         return (self.store, *self.tiers) if self.store is not None else self.tiers

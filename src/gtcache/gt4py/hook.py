@@ -126,7 +126,7 @@ def install(
     settings = settings or Settings.from_env(cache_dir=cache_dir, index_dir=index_dir)
     with _state_lock:
         current = _active
-        if current is not None and current.store is not None and current.store.root == settings.cache_dir:
+        if current is not None and current.cache_dir == settings.cache_dir:
             return current
         if current is not None:
             current.close()
@@ -186,11 +186,18 @@ def _activated(hook: Hook) -> Iterator[Hook]:
 
 
 def _new_hook(settings: Settings) -> Hook:
-    store, problem = _open(settings)
+    """A hook for ``settings`` whose stores are opened when it first sees a compilation."""
     hook = Hook(
-        store, self_check=settings.self_check, explain=settings.explain, promote=settings.promote,
-        locking=settings.locking, wait=settings.wait,
+        None, self_check=settings.self_check, explain=settings.explain, promote=settings.promote,
+        locking=settings.locking, wait=settings.wait, cache_dir=settings.cache_dir,
     )
+    hook.opener = functools.partial(_open_stores, hook, settings)
+    return hook
+
+
+def _open_stores(hook: Hook, settings: Settings) -> None:
+    store, problem = _open(settings)
+    hook.store = store
     if problem:
         hook.warn_once(problem)
     tiers = []
@@ -202,7 +209,6 @@ def _new_hook(settings: Settings) -> Hook:
     hook.tiers = tuple(tiers)
     if store is not None:
         hook.limits = _limits(hook, store)
-    return hook
 
 
 def _limits(hook: Hook, store: Store) -> Limits | None:

@@ -60,10 +60,6 @@ class StoreLock:
         #: The inode of the lock file this lock created (method ``files``).
         self._ino = 0
 
-    @property
-    def held(self) -> bool:
-        return self._fd is not None or self._heartbeat is not None
-
     def effective_method(self) -> str:
         """``flock`` or ``files``: what ``auto`` comes to in this lock's folder."""
         if self.method != "auto":
@@ -104,7 +100,7 @@ class StoreLock:
             except OSError:
                 pass
 
-    def __enter__(self) -> StoreLock:
+    def __enter__(self) -> StoreLock:  # ``with lock:`` after a successful ``acquire`` releases it
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -20,7 +20,7 @@ import pytest
 import gtcache
 from tests.gt4py.test_hook import expected, write_project
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 #: Waits at the start line, then runs the project's script (argv: project, start file, ready file).
 RANK = """
@@ -58,6 +58,7 @@ def race(project: pathlib.Path, store: pathlib.Path, ranks: int, **env: str) -> 
     for _, proc in procs:
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, f"rank failed:\n{out}\n{err}"
+        assert "Traceback" not in err, err
         line = next(l for l in out.splitlines() if l.startswith("REPORT "))
         reports.append(json.loads(line.removeprefix("REPORT ")))
     return reports
@@ -67,16 +68,21 @@ def outcomes(reports: list[dict]) -> list[tuple[str, str | None]]:
     return sorted((o["status"], o["detail"]) for r in reports for o in r["outcomes"])
 
 
-def test_ranks_compile_a_variant_once_and_the_others_load_it(tmp_path: pathlib.Path) -> None:
+def test_ranks_compile_a_variant_once_and_the_others_load_it(tmp_path: pathlib.Path, figures) -> None:
     project = write_project(tmp_path / "p", backend="gtx.gtfn_cpu")
     store = tmp_path / "store"
-    reports = race(project, store, ranks=4)
+    started = time.monotonic()
+    reports = race(project, store, ranks=8)
+    seconds = time.monotonic() - started
     assert all(r["out"] == expected(2.0, 1.0) for r in reports)
-    assert outcomes(reports) == [("compiled", None)] + [("hit", "waited for another process")] * 3
+    assert outcomes(reports) == [("compiled", None)] + [("hit", "waited for another process")] * 7
     assert len(gtcache.open_store(store).scan().entries) == 1
+    section = "8 ranks start one gtfn program on an empty store"
+    figures.add(section, "compiles / loads after waiting / right results", "1 / 7 / 8")
+    figures.add(section, "entries in the store / seconds (2 cores)", f"1 / {seconds:.0f}")
 
 
-def test_without_flock_ranks_still_compile_once(tmp_path: pathlib.Path, no_flock: dict[str, str]) -> None:
+def test_without_flock_ranks_still_compile_once(tmp_path: pathlib.Path, no_flock: dict[str, str], figures) -> None:
     project = write_project(tmp_path / "p", backend="gtx.gtfn_cpu")
     store = tmp_path / "store"
     # gt4py's build cache too must be on the flock-less "file system": filelock (which gt4py
@@ -85,9 +91,10 @@ def test_without_flock_ranks_still_compile_once(tmp_path: pathlib.Path, no_flock
     assert all(r["out"] == expected(2.0, 1.0) for r in reports)
     assert outcomes(reports) == [("compiled", None)] + [("hit", "waited for another process")] * 2
     assert not [p.name for p in (store / "locks").iterdir()], "lock files are removed after use"
+    figures.add("3 ranks without flock (LD_PRELOAD: ENOSYS)", "compiles / loads after waiting", "1 / 2")
 
 
-def test_ranks_that_do_not_wait_all_compile_and_one_publish_wins(tmp_path: pathlib.Path) -> None:
+def test_ranks_that_do_not_wait_all_compile_and_one_publish_wins(tmp_path: pathlib.Path, figures) -> None:
     """GTCACHE_WAIT=0: 8 processes compile and publish one variant into one empty store."""
     project = write_project(tmp_path / "p")  # roundtrip: 8 compiles stay cheap
     store = tmp_path / "store"
@@ -97,3 +104,6 @@ def test_ranks_that_do_not_wait_all_compile_and_one_publish_wins(tmp_path: pathl
     scan = gtcache.open_store(store).scan()
     assert len(scan.entries) == 1 and not scan.entries[0].problem
     assert not any((store / "tmp").iterdir()), "the losers cleaned up after themselves"
+    compiled = [status for status, _ in outcomes(reports)].count("compiled")
+    section = "8 processes race to publish one variant (GTCACHE_WAIT=0)"
+    figures.add(section, "compiled and published / entries / right results / exceptions", f"{compiled} / 1 / 8 / 0")
