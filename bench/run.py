@@ -195,6 +195,7 @@ def render(rows: list[dict[str, Any]], start: dict[str, float], many: dict[str, 
 
 def render_scale(rows: list[str]) -> str:
     return "\n".join([
+        "",
         "## Store operations at scale",
         "",
         "Synthetic entries (`bench/scale.py`), medians of 3. Targets: `ls`/`stats` over 10,000",

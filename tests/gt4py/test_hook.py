@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -360,3 +361,19 @@ def test_read_only_tier_serves_when_the_own_store_cannot_be_opened(tmp_path: pat
     assert statuses(report) == [("hit", "direct")] and report["out"] == expected(2.0, 1.0)
     warned = out.split("WARNINGS")[1]
     assert warned.count("gtcache:") == 1 and "cannot open store" in warned
+
+
+def test_unguarded_script_fails_as_fast_as_without_gtcache(tmp_path: pathlib.Path) -> None:
+    """A script without ``if __name__ == "__main__"``: gt4py's spawned workers re-run it and compile
+    the variant whose lock the parent holds. They must not wait for it (GTCACHE_WAIT is 600 s):
+    the script fails as it does with gt4py alone."""
+    project = write_project(tmp_path / "p")
+    script = tmp_path / "unguarded.py"
+    script.write_text((project / "run.py").read_text().replace('if __name__ == "__main__":\n    main()', "main()"))
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(project), "GTCACHE_DIR": str(tmp_path / "store")},
+    )
+    assert proc.returncode != 0 and "BrokenProcessPool" in proc.stderr, proc.stderr[-2000:]
+    assert time.monotonic() - started < 150

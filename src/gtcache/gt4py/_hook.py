@@ -295,7 +295,7 @@ class Hook:
         None when not waiting (``wait`` 0), when locking fails, or when the wait ran out: then
         this process compiles the variant too, and the first publish wins.
         """
-        if self.wait <= 0:
+        if self.wait <= 0 or _reimported_main():
             return None
         assert self.store is not None
         try:
@@ -480,6 +480,18 @@ def _run_summary(started: str, outcomes: list[Outcome]) -> dict[str, Any]:
 
 
 _log = logging.getLogger("gtcache")
+
+
+def _reimported_main() -> bool:
+    """Whether this is a process started by ``multiprocessing`` with the spawn method.
+
+    gt4py's compile workers are such processes; they only compile here when they re-run a
+    script without ``if __name__ == "__main__"``, while their parent holds the lock of that
+    very variant: waiting for it would only stall until ``GTCACHE_WAIT`` runs out.
+    """
+    # (Importing multiprocessing makes '__mp_main__' an alias of '__main__' in every process;
+    # only spawned children have a module of that name.)
+    return getattr(sys.modules.get("__mp_main__"), "__name__", None) == "__mp_main__"
 
 
 def _planned_only(*_args: Any, **_kwargs: Any) -> None:
