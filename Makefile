@@ -6,8 +6,10 @@ SHELL := /bin/bash
 
 VENV ?= .venv
 GT4PY_VERSION ?= 1.2.3
-# `make test` also runs the suite against this gt4py (icon4py 0.4.1 pins it), in its own venv;
-# `make test GT4PY_ALSO=` skips that.
+# `make test` also runs the compatibility subset (the tests marked `compat`: everything that
+# goes through gt4py) against this gt4py (icon4py 0.4.1 pins it), in its own venv;
+# `make test GT4PY_ALSO=` skips that, `make test-suite GT4PY_VERSION=1.2.1 VENV=.venv-gt4py-1.2.1`
+# runs the whole suite there.
 GT4PY_ALSO ?= 1.2.1
 PY := $(VENV)/bin/python
 DEMO_STORE ?= build/demo-store
@@ -18,12 +20,13 @@ QUIET_PIP := { grep -v "is ignored: it is neither a file nor a directory" || tru
 # mkdocs-material prints a banner about its end of life on every build; keep logs readable.
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs
 
-.PHONY: help venv demo test test-suite lint docs docs-serve docs-record reliability bench clean
+.PHONY: help venv demo test test-fast test-suite lint docs docs-serve docs-record reliability bench clean
 
 help:
 	@echo "make demo   - set up .venv, compile the built-in examples into $(DEMO_STORE), list it"
-	@echo "make test   - set up .venv, lint (ruff, mypy --strict, the docs build), run the test suite against"
-	@echo "              gt4py $(GT4PY_VERSION), then against gt4py $(GT4PY_ALSO) in .venv-gt4py-$(GT4PY_ALSO)"
+	@echo "make test   - set up .venv, lint (ruff, mypy --strict, import-linter, the docs build), run the test suite"
+	@echo "              against gt4py $(GT4PY_VERSION), then its compatibility subset against gt4py $(GT4PY_ALSO)"
+	@echo "make test-fast - the tests not marked slow or heavy, against gt4py $(GT4PY_VERSION) (under 3 minutes)"
 	@echo "make docs   - build the documentation site into build/site (mkdocs build --strict)"
 	@echo "make docs-serve  - serve the documentation at http://127.0.0.1:8000, rebuilt on edits"
 	@echo "make docs-record - re-record the terminal output in docs/recorded/ (compiles; a few minutes)"
@@ -31,14 +34,13 @@ help:
 	@echo "make bench  - run the benchmark (writes docs/benchmarks.md)"
 	@echo "make clean  - remove .venv and build/"
 
-$(VENV)/.installed-$(GT4PY_VERSION): pyproject.toml setup.py src/gtcache-autoload.pth scripts/find-python
+$(VENV)/.installed-$(GT4PY_VERSION): pyproject.toml setup.py MANIFEST.in src/gtcache-autoload.pth scripts/find-python
 	@python=$$(scripts/find-python) && echo "Creating $(VENV) with $$python" && "$$python" -m venv --clear $(VENV)
 	@$(PIP) install -q --upgrade pip 2>&1 | $(QUIET_PIP)
 	@echo "Installing gtcache (editable) and gt4py==$(GT4PY_VERSION) into $(VENV)"
 	@$(PIP) install -q -e '.[test,docs]' 'gt4py==$(GT4PY_VERSION)' 2>&1 | $(QUIET_PIP)
-	@# Editable installs do not ship root-level files: put the start-up hook in place by hand.
-	@$(PY) -c 'import shutil, sysconfig; shutil.copy("src/gtcache-autoload.pth", sysconfig.get_paths()["purelib"])'
-	@$(PY) -c 'import gtcache, gt4py.next, dace, gtcache_cli'
+	@# The editable install ships the start-up hook itself (setup.py); check it is there.
+	@$(PY) -c 'import gtcache, gt4py.next, dace, gtcache_cli, os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()["purelib"], "gtcache-autoload.pth")), "gtcache-autoload.pth not installed"'
 	@touch $@
 
 venv: $(VENV)/.installed-$(GT4PY_VERSION)
@@ -50,16 +52,23 @@ demo: venv
 
 test: lint test-suite
 	@for version in $(GT4PY_ALSO); do \
-		echo "=== the test suite again, against gt4py $$version"; \
-		$(MAKE) --no-print-directory test-suite GT4PY_VERSION=$$version VENV=.venv-gt4py-$$version || exit 1; \
+		echo "=== the compatibility subset again, against gt4py $$version"; \
+		$(MAKE) --no-print-directory test-suite GT4PY_VERSION=$$version VENV=.venv-gt4py-$$version \
+			PYTEST_ARGS="-m compat $(PYTEST_ARGS)" || exit 1; \
 	done
 
+test-fast: venv
+	@sh scripts/test-servers
+	$(PY) -m pytest -m "not slow and not heavy" $(PYTEST_ARGS)
+
 test-suite: venv
+	@sh scripts/test-servers
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check src cli tests bench
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 	$(MKDOCS) build --strict -q
 
 docs: venv
@@ -72,7 +81,7 @@ docs-record: venv
 	$(PY) scripts/record-docs
 
 reliability: venv
-	$(PY) -m pytest tests/reliability $(PYTEST_ARGS)
+	$(PY) -m pytest tests/reliability tests/security $(PYTEST_ARGS)
 	cp build/reliability-figures.md docs/recorded/reliability-figures.md
 
 bench: venv

@@ -63,7 +63,9 @@ def floor(name: str, backend_name: str, store_path: str, key: str) -> None:
     backend = examples.backend_by_name(backend_name)
     store = gtcache.open_store(store_path)
     entry = store.get(key)
-    artifact = codecs.decode(entry.record.artifact, entry.path)
+    artifact = codecs.decode(
+        entry.record.artifact, entry.path, files={f.path for f in entry.record.files}, key=key
+    )
     start = time.perf_counter()
     backend.load_artifact(artifact)
     report(ms=(time.perf_counter() - start) * 1e3)

@@ -13,18 +13,24 @@ import pathlib
 import shutil
 import subprocess
 import tempfile
+from typing import Any
 
+# A developer's shell must not leak into the tests or their subprocesses (a read-only tier,
+# a bundle key, GTCACHE=1 or gt4py's own settings would change what "gt4py alone" means).
+_DEV_BUILD_CACHE = os.environ.get("GTCACHE_TESTS_GT4PY_CACHE", "")
+for _name in [n for n in os.environ if n.startswith(("GTCACHE", "GT4PY_"))]:
+    del os.environ[_name]
 _SESSION_TMP = pathlib.Path(tempfile.mkdtemp(prefix="gtcache-tests-"))
-os.environ["GT4PY_BUILD_CACHE_DIR"] = str(_SESSION_TMP / "gt4py-cache")
+# For the edit-test loop only: GTCACHE_TESTS_GT4PY_CACHE keeps gt4py's build cache between
+# sessions (the session store then fills in seconds). CI leaves it unset.
+os.environ["GT4PY_BUILD_CACHE_DIR"] = _DEV_BUILD_CACHE or str(_SESSION_TMP / "gt4py-cache")
 os.environ["GT4PY_BUILD_CACHE_LIFETIME"] = "persistent"
-os.environ.pop("GTCACHE_DIR", None)
-os.environ.pop("GTCACHE_INDEX_DIR", None)
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import gtcache  # noqa: E402
-from tests.helpers import run_python  # noqa: E402
+from tests.helpers import Figures, run_python  # noqa: E402
 
 BACKENDS = ("gtfn_cpu", "dace_cpu", "roundtrip")
 #: Mesh / domain size the session store is compiled and checked with.
@@ -49,8 +55,67 @@ class CompiledStore:
         return next(v for v in self.variants if (v.example, v.backend) == (example, backend))
 
 
+#: The modules that go through gt4py (compile, lower, key, load, hook, install order): the
+#: compatibility subset `make test` runs again against the other supported gt4py versions.
+#: The rest (store, policies, bundles, CLI, security) does not import gt4py's internals.
+COMPAT_MODULES = (
+    "tests/gt4py/",
+    "tests/warm/",
+    "tests/test_explain.py",
+    "tests/test_pytest_plugin.py",
+    "tests/test_import_order.py",
+    "tests/test_doctor.py",
+    "tests/test_compat.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = pathlib.Path(__file__).parent.parent
+    no_gpu = None
+    for item in items:
+        where = item.path.relative_to(root).as_posix()
+        if where.startswith(COMPAT_MODULES):
+            item.add_marker(pytest.mark.compat)
+        if item.get_closest_marker("gpu") is not None:
+            no_gpu = _no_gpu_device() if no_gpu is None else no_gpu
+            if no_gpu:
+                item.add_marker(pytest.mark.skip(reason=f"gpu: needs a GPU device; {no_gpu}"))
+
+
+def _no_gpu_device() -> str:
+    """Why no GPU device can be used here ("" when one can): tests marked ``gpu`` skip then."""
+    try:
+        import cupy  # type: ignore[import-not-found]
+    except ImportError:
+        return "cupy is not installed"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as error:  # no driver, no device
+        return f"cupy sees no device ({error})"
+    return "" if count else "cupy sees no device"
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     shutil.rmtree(_SESSION_TMP, ignore_errors=True)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    import gt4py
+
+    return f"gtcache {gtcache.__version__} against gt4py {gt4py.__version__}"
+
+
+_FIGURES = Figures()
+
+
+@pytest.fixture(scope="session")
+def figures() -> Figures:
+    """What the reliability and security suites measured (written to build/ at the end)."""
+    return _FIGURES
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    _FIGURES.write(terminalreporter, pathlib.Path(__file__).parents[1] / "build")
 
 
 @pytest.fixture(scope="session")

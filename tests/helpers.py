@@ -11,7 +11,7 @@ import textwrap
 from typing import Any
 
 CHILD_LOAD = """
-import json, sys
+import json, sys, warnings
 import numpy as np
 import gtcache
 from gtcache import examples
@@ -21,13 +21,16 @@ store_path, example_name, backend_name, seed, size, out_file = sys.argv[1:7]
 store = gtcache.open_store(store_path)
 example = examples.EXAMPLES[example_name]
 offset_provider = example.offset_provider(int(size))
-program, outcomes = compile_variant(
-    store, example.program, backend=examples.backend_by_name(backend_name),
-    offset_provider=offset_provider,
-)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    program, outcomes = compile_variant(
+        store, example.program, backend=examples.backend_by_name(backend_name),
+        offset_provider=offset_provider,
+    )
 args, out = example.make_args(int(size), int(seed))
 program(*args, offset_provider=offset_provider)
 np.save(out_file, out.asnumpy())
+print("WARNINGS " + json.dumps([str(w.message) for w in caught if "gtcache" in str(w.message)]))
 print(json.dumps([{"status": o.status, "key": o.key, "detail": o.detail} for o in outcomes]))
 """
 
@@ -54,10 +57,113 @@ def load_in_fresh_process(
     seed: int,
     size: int,
     out_file: pathlib.Path,
+    env: dict[str, str] | None = None,
+    warnings: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Compile-or-load one variant through ``store`` in a new process; return its outcomes."""
+    """Compile-or-load one variant through ``store`` in a new process; return its outcomes.
+
+    ``warnings``, if given, receives the gtcache warnings the process gave.
+    """
     stdout = run_python(
-        CHILD_LOAD, str(store), example, backend, str(seed), str(size), str(out_file)
+        CHILD_LOAD, str(store), example, backend, str(seed), str(size), str(out_file), env=env
     )
-    outcomes: list[dict[str, Any]] = json.loads(stdout.strip().splitlines()[-1])
+    lines = stdout.strip().splitlines()
+    if warnings is not None:
+        warnings += json.loads(next(line for line in lines if line.startswith("WARNINGS ")).removeprefix("WARNINGS "))
+    outcomes: list[dict[str, Any]] = json.loads(lines[-1])
     return outcomes
+
+
+def without_gt4py_build_cache(folder: pathlib.Path) -> dict[str, str]:
+    """Environment for a child whose gt4py finds none of the session's builds (a fresh,
+    empty build cache dropped at exit): a hit must come from the store alone."""
+    return {"GT4PY_BUILD_CACHE_DIR": str(folder), "GT4PY_BUILD_CACHE_LIFETIME": "session"}
+
+
+class Figures:
+    """Figures the reliability and security suites measure: ``add(section, what, value)``;
+    printed at the end of the session and written to ``build/reliability-figures.md``."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, list[tuple[str, Any]]] = {}
+
+    def add(self, section: str, what: str, value: Any) -> None:
+        self.rows.setdefault(section, []).append((what, value))
+
+    def table(self) -> str:
+        lines = ["| attack | measured | value |", "|---|---|---|"]
+        lines += [f"| {section} | {what} | {value} |" for section, rows in self.rows.items() for what, value in rows]
+        return "\n".join(lines) + "\n"
+
+    def write(self, reporter: Any, folder: pathlib.Path) -> None:
+        if not self.rows:
+            return
+        text = self.table()
+        reporter.write_sep("=", "reliability and security figures")
+        reporter.write(text)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "reliability-figures.md").write_text(text)
+        except OSError:
+            pass
+
+
+def here() -> dict[str, Any]:
+    """This environment's facts, recorded by synthetic entries: a bundle import skips entries
+    built for another gt4py, so under gt4py 1.2.1 they must say 1.2.1."""
+    from gtcache.toolchain import toolchain_facts
+
+    return toolchain_facts("roundtrip")
+
+
+def draft(name: str = "prog", backend: str = "run_gtfn_cpu", **ingredients: object) -> Any:
+    """A synthetic roundtrip entry's draft (module ``tests.synthetic``, nothing compiled)."""
+    from gtcache.keys import make_key
+    from gtcache.store import EntryDraft
+
+    ingredients = {"program_ir": name, "backend": backend, "backend_config": "x", **ingredients}
+    facts = here()
+    return EntryDraft(
+        key=make_key("test", ingredients),
+        ingredients=ingredients,
+        program={"name": name, "module": "tests.synthetic"},
+        backend={"name": backend, "options": {}},
+        device={"type": "CPU", "arch": None},
+        toolchain={fact: facts[fact] for fact in ("gt4py", "python_abi")},
+        artifact={"kind": "roundtrip", "fields": {"source": "program.py", "entry_point_name": name,
+                                                  "column_axis": None, "debug": False}},
+        compile_seconds=1.5,
+    )
+
+
+def publish(store: Any, name: str = "prog", payload: bytes = b"print(1)\n", **kw: object) -> Any:
+    """Publish a synthetic entry whose one payload file is ``program.py``."""
+    return store.publish(draft(name, **kw), {"program.py": payload})
+
+
+def validate(record: dict[str, Any]) -> None:
+    """Validate an entry record against cache_schema (jsonschema is a test requirement)."""
+    import jsonschema
+
+    schema = pathlib.Path(__file__).parents[1] / "cache_schema/v1/entry.schema.json"
+    jsonschema.validate(record, json.loads(schema.read_text()))
+
+
+def pythonpath(folder: pathlib.Path) -> str:
+    """``PYTHONPATH`` for a child that imports a project from ``folder``, keeping the session's
+    own (a checkout's ``src`` given there wins over an installed gtcache in the child too)."""
+    return os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)
+
+
+def tree_state(root: pathlib.Path, *, skip: str | None = None) -> list[tuple[str, int, int, bytes]]:
+    """Every path under ``root`` (``root`` too; not the folder ``skip`` nor what it holds) with
+    its mode, mtime (ns) and bytes (a file's content, a link's target): equal states mean
+    nothing was written, removed or touched."""
+    state = []
+    for path in [root, *sorted(root.rglob("*"))]:
+        if skip is not None and path.relative_to(root).parts[:1] == (skip,):
+            continue
+        info = path.lstat()
+        data = os.readlink(path).encode() if path.is_symlink() else path.read_bytes() if path.is_file() else b""
+        state.append((str(path.relative_to(root)), info.st_mode, info.st_mtime_ns, data))
+    return state

@@ -1,7 +1,10 @@
-"""Bundles: export, import elsewhere, fresh-process hits; hostile bundles refused, nothing written."""
+"""Bundles (format 2): export, import elsewhere, fresh-process hits, the same bytes for the same
+entries; hostile bundles refused, nothing written. The attacks proper: tests/security/test_bundles.py."""
 
 from __future__ import annotations
 
+import dataclasses
+import gzip
 import io
 import json
 import pathlib
@@ -11,10 +14,10 @@ import tarfile
 import pytest
 
 import gtcache
-from gtcache.bundle import BundleError, export_bundle, import_bundle
+from gtcache.bundle import BundleError, export_bundle, import_bundle, read_bundle, write_bundle
 from tests.conftest import SIZE, CompiledStore
 from tests.helpers import load_in_fresh_process
-from tests.store.test_store import publish
+from tests.helpers import draft, publish
 
 KEY = b"ci-secret"
 
@@ -75,7 +78,7 @@ def flip_payload(member: tarfile.TarInfo, data: bytes | None):  # type: ignore[n
 def test_tampered_payload_is_refused(bundle: pathlib.Path, tmp_path: pathlib.Path) -> None:
     bad = tamper(bundle, tmp_path / "bad.tar.gz", flip_payload)
     target = gtcache.open_store(tmp_path / "dst")
-    with pytest.raises(BundleError, match="does not match its checksum"):
+    with pytest.raises(BundleError, match="program.py' does not match its SHA-256 in the manifest"):
         import_bundle(target, bad)
     assert entries(target.root) == []
 
@@ -87,7 +90,7 @@ def test_signature_is_checked(bundle: pathlib.Path, tmp_path: pathlib.Path) -> N
 
     def edit_manifest(member: tarfile.TarInfo, data: bytes | None):  # type: ignore[no-untyped-def]
         if member.name == "manifest.json" and data is not None:
-            data = data.replace(b'"format": 1', b'"format": 1 ')
+            data = data.replace(b'"format": 2', b'"format": 2 ')
             member.size = len(data)
         return member, data
 
@@ -103,7 +106,7 @@ def test_signature_is_checked(bundle: pathlib.Path, tmp_path: pathlib.Path) -> N
 
 def hostile_member(kind: str) -> tarfile.TarInfo:
     names = {"traversal": "entries/../../evil", "absolute": "/tmp/evil", "extra": "entries/zz/extra.txt"}
-    member = tarfile.TarInfo(names.get(kind, "entries/ab/link"))
+    member = tarfile.TarInfo(names.get(kind, "entries/ab/ab" + "0" * 30 + "/link"))
     if kind == "symlink":
         member.type, member.linkname = tarfile.SYMTYPE, "/etc/passwd"
     elif kind == "hardlink":
@@ -124,7 +127,9 @@ def test_hostile_members_are_refused(bundle: pathlib.Path, tmp_path: pathlib.Pat
         hostile = hostile_member(kind)
         dst.addfile(hostile, io.BytesIO(b"evil") if hostile.isfile() else None)
     target = gtcache.open_store(tmp_path / "dst")
-    with pytest.raises(BundleError):
+    reason = {"traversal": "not a canonical name", "absolute": "not a canonical name", "symlink": "symbolic link",
+              "hardlink": "hard link", "device": "device", "extra": "not a canonical name"}[kind]
+    with pytest.raises(BundleError, match=reason):
         import_bundle(target, out, key=KEY)
     assert entries(target.root) == []
     assert not (tmp_path / "evil").exists()
@@ -145,15 +150,120 @@ def test_cli_export_import(bundle: pathlib.Path, tmp_path: pathlib.Path) -> None
     out = tmp_path / "cli.tar.gz"
     result = CliRunner().invoke(cli, ["--cache-dir", str(tmp_path / "src"), "export", str(out), "--json"])
     assert result.exit_code == 0 and json.loads(result.output)["entries"] == 2
-    # The synthetic entries say gt4py 1.2.3: under another gt4py they are skipped unless forced.
+    # The synthetic entries carry this environment's facts, so nothing is skipped.
     result = CliRunner().invoke(cli, ["--cache-dir", str(tmp_path / "dst"), "import", str(out), "--json"])
     report = json.loads(result.output)
-    assert result.exit_code == 0 and len(report["imported"]) + len(report["skipped"]) == 2
+    assert result.exit_code == 0 and len(report["imported"]) == 2 and not report["skipped"]
     result = CliRunner().invoke(cli, ["--cache-dir", str(tmp_path / "dst"), "import", str(out), "--force", "--json"])
     report = json.loads(result.output)
-    assert result.exit_code == 0 and len(report["imported"]) + len(report["existing"]) == 2
+    assert result.exit_code == 0 and len(report["existing"]) == 2 and not report["imported"]
     assert len(gtcache.open_store(tmp_path / "dst").scan().entries) == 2
     shutil.copy(out, tmp_path / "copy.tar.gz")
     result = CliRunner().invoke(cli, ["--cache-dir", str(tmp_path / "dst"), "import", str(tmp_path / "copy.tar.gz")],
                                 env={"GTCACHE_BUNDLE_KEY": "k"})
     assert result.exit_code == 1 and "not signed" in result.output
+
+
+def test_cli_import_splits_exactly_on_the_toolchain(tmp_path: pathlib.Path) -> None:
+    """One entry built here, one built for another gt4py: exactly one imported, one skipped."""
+    import gt4py
+    from click.testing import CliRunner
+
+    from gtcache_cli.main import cli
+
+    store = gtcache.open_store(tmp_path / "src")
+    ours = publish(store, "ours", payload=b"print('ours')\n")
+    foreign = draft("foreign")
+    foreign = dataclasses.replace(foreign, toolchain={**foreign.toolchain, "gt4py": "0.0.1"})
+    theirs = store.publish(foreign, {"program.py": b"print('theirs')\n"})
+    path = tmp_path / "mixed.tar.gz"
+    export_bundle(store, store.scan().entries, path)
+    target = tmp_path / "dst"
+
+    result = CliRunner().invoke(cli, ["--cache-dir", str(target), "import", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["imported"] == [ours.key] and report["existing"] == []
+    assert report["skipped"] == {theirs.key: f"built for gt4py '0.0.1', this environment has '{gt4py.__version__}'"}
+    assert entries(target) == [ours.key]
+
+    shutil.rmtree(target)
+    result = CliRunner().invoke(cli, ["--cache-dir", str(target), "import", str(path)])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        "Imported 1 entry; 0 were there already; 1 skipped.",
+        f"skipped {theirs.key[:12]}: built for gt4py '0.0.1', this environment has '{gt4py.__version__}' (--force imports it)",
+    ]
+    result = CliRunner().invoke(cli, ["--cache-dir", str(target), "import", str(path), "--force", "--json"])
+    report = json.loads(result.output)
+    assert (report["imported"], report["existing"], report["skipped"]) == ([theirs.key], [ours.key], {})
+    assert entries(target) == sorted([ours.key, theirs.key])
+
+
+def test_same_entries_give_the_same_bytes(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = gtcache.open_store(tmp_path / "src")
+    for name in ("b", "a", "c"):
+        publish(store, name, payload=name.encode() * 5000)
+    first = export_bundle(store, store.scan().entries, tmp_path / "1.tar.gz", key=KEY).path
+    second = export_bundle(store, reversed(store.scan().entries), tmp_path / "2.tar.gz", key=KEY).path
+    assert first is not None and second is not None
+    assert first.read_bytes() == second.read_bytes()
+    raw = first.read_bytes()
+    assert raw[4:8] == b"\0\0\0\0" and not raw[3] & 0x08, "gzip header: mtime 0, no file name"
+    with tarfile.open(first, "r:gz") as tar:
+        members = tar.getmembers()
+    names = [m.name for m in members]
+    assert names[:2] == ["manifest.json", "signature"] and names[2:] == sorted(names[2:])
+    assert {(m.mtime, m.uid, m.gid, m.uname, m.gname, m.mode, m.type) for m in members} == {
+        (0, 0, 0, "", "", 0o644, tarfile.REGTYPE)}
+    # Using an entry changes its entry.json (last_used, hits), hence the bundle; the same state, the same bytes.
+    store.touch(store.scan().entries[0].key)
+    third = write_bundle(io.BytesIO(), store, store.scan().entries, key=KEY)
+    buffer, again = io.BytesIO(), io.BytesIO()
+    write_bundle(buffer, store, store.scan().entries, key=KEY)
+    write_bundle(again, store, store.scan().entries, key=KEY)
+    assert buffer.getvalue() == again.getvalue() != raw and third.size == len(buffer.getvalue())
+    timed = io.BytesIO()
+    write_bundle(timed, store, store.scan().entries, mtime=1_700_000_000)
+    with tarfile.open(fileobj=io.BytesIO(timed.getvalue()), mode="r:gz") as tar:
+        assert {m.mtime for m in tar.getmembers()} == {1_700_000_000}
+    assert gzip.decompress(timed.getvalue())  # a plain gzip stream
+
+
+def test_source_date_epoch_sets_member_times(tmp_path: pathlib.Path) -> None:
+    from gtcache.settings import bundle_mtime
+
+    assert bundle_mtime({}) == 0 and bundle_mtime({"SOURCE_DATE_EPOCH": "1700000000"}) == 1_700_000_000
+    with pytest.raises(gtcache.GtcacheError, match="SOURCE_DATE_EPOCH"):
+        bundle_mtime({"SOURCE_DATE_EPOCH": "yesterday"})
+
+
+def test_bundle_trust_settings() -> None:
+    from gtcache.settings import bundle_trust
+
+    assert bundle_trust({}).key is None and not bundle_trust({}).require_signed
+    trust = bundle_trust({"GTCACHE_BUNDLE_KEY": "s3cret"})
+    assert trust.key == b"s3cret" and trust.require_signed and "s3cret" not in repr(trust)
+    assert bundle_trust({"GTCACHE_BUNDLE_REQUIRE_SIGNED": "1"}).require_signed
+    assert not bundle_trust({"GTCACHE_BUNDLE_REQUIRE_SIGNED": "0"}).require_signed
+    for bad in ({"GTCACHE_BUNDLE_KEY": ""}, {"GTCACHE_BUNDLE_REQUIRE_SIGNED": "maybe"}):
+        with pytest.raises(gtcache.GtcacheError):
+            bundle_trust(bad)
+
+
+def test_read_bundle_from_a_stream(bundle: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    target = gtcache.open_store(tmp_path / "dst")
+    with open(bundle, "rb") as stream:
+        assert len(read_bundle(stream, target, key=KEY, require_signature=True).imported) == 2
+    assert not list((target.root / "tmp").iterdir())
+
+
+def test_export_refuses_an_existing_file_unless_forced(bundle: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "src")
+    before = bundle.read_bytes()
+    with pytest.raises(BundleError, match="exists already"):
+        export_bundle(store, store.scan().entries, bundle)
+    assert bundle.read_bytes() == before
+    export_bundle(store, store.scan().entries[:1], bundle, force=True)
+    assert bundle.read_bytes() != before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache.tar.gz", "src"], "no temp file left"

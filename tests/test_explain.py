@@ -14,7 +14,7 @@ from gtcache.explain import explain, ingredient_differences
 from gtcache.gt4py import compile_variant
 from gtcache_cli.main import cli
 from gtcache.examples import scale_by
-from tests.store.test_store import publish
+from tests.helpers import publish
 
 TARGET = "gtcache.examples:scale_by"
 

@@ -1,71 +1,97 @@
-"""``gtcache export`` / ``gtcache import``: move entries between stores as one file."""
+"""``gtcache export`` / ``gtcache import``: move entries between stores as one file (or a pipe)."""
 
 from __future__ import annotations
 
 import json
-import os
 import pathlib
+import sys
 
 import click
 
 from gtcache import bundle, toolchain
+from gtcache.store import format_size
 from gtcache_cli._common import (
     EXIT_CODES_HELP,
     Context,
-    errors_to_exit_codes,
     filter_options,
     json_option,
     pass_context,
 )
-from gtcache_cli._inspect import matches
-
-
-def _key() -> bytes | None:
-    value = os.environ.get(bundle.ENV_KEY)
-    return value.encode() if value else None
+from gtcache.policies import matches
+from gtcache_cli._text import escape, plural
 
 
 @click.command(name="export", epilog=EXIT_CODES_HELP)
-@click.argument("file", type=click.Path(dir_okay=False, path_type=pathlib.Path))
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True, path_type=str))
+@click.option("--force", is_flag=True, help="Replace FILE if it exists.")
 @filter_options
 @json_option
 @pass_context
-@errors_to_exit_codes
-def export_command(obj: Context, file: pathlib.Path, program_glob: str | None, backend_glob: str | None, as_json: bool) -> None:
+def export_command(
+    obj: Context, file: str, force: bool, program_glob: str | None, backend_glob: str | None, as_json: bool
+) -> None:
     """Write the store's sound entries (or those matching --program/--backend) to FILE (.tar.gz).
 
-    Signed (HMAC-SHA256) when GTCACHE_BUNDLE_KEY is set.
+    FILE '-' writes to standard output (the report then goes to standard error).
+    Signed (HMAC-SHA256) when GTCACHE_BUNDLE_KEY is set. The same entries give the same bytes.
     """
+    trust = obj.settings.bundle_trust()
+    mtime = obj.settings.bundle_mtime()
     store = obj.store()
     entries = [e for e in store.scan().entries if matches(e, program_glob, backend_glob)]
-    report = bundle.export_bundle(store, entries, file, key=_key())
-    if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2))
+    if file == "-":
+        if sys.stdout.isatty():
+            raise bundle.BundleError("Standard output is a terminal; redirect it to a file or a pipe.")
+        report = bundle.write_bundle(sys.stdout.buffer, store, entries, key=trust.key, mtime=mtime)
+        sys.stdout.buffer.flush()
     else:
-        signed = ", signed" if report.signed else ""
-        click.echo(f"Exported {report.entries} entries to '{file}' ({report.size} bytes{signed}).")
+        report = bundle.export_bundle(store, entries, pathlib.Path(file), key=trust.key, force=force, mtime=mtime)
+    to_stderr = file == "-"
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2), err=to_stderr)
+        return
+    signed = ", signed" if report.signed else ""
+    where = "standard output" if to_stderr else f"'{file}'"
+    exported = plural(report.entries, "entry", "entries")
+    click.echo(f"Exported {exported} to {where} ({format_size(report.size)}{signed}).", err=to_stderr)
+    if report.left_out:
+        left_out = plural(len(report.left_out), "broken entry", "broken entries")
+        click.echo(f"Left out {left_out} ('gtcache verify' names them).", err=to_stderr)
 
 
 @click.command(name="import", epilog=EXIT_CODES_HELP)
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=pathlib.Path))
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=str))
 @click.option("--force", is_flag=True, help="Import entries built for another gt4py, Python or machine too.")
+@click.option("--require-signature", is_flag=True,
+              help="Refuse unsigned bundles (also: GTCACHE_BUNDLE_REQUIRE_SIGNED=1, or a key set).")
 @json_option
 @pass_context
-@errors_to_exit_codes
-def import_command(obj: Context, file: pathlib.Path, force: bool, as_json: bool) -> None:
-    """Check every member and checksum of the bundle FILE, then add its entries to the store.
+def import_command(obj: Context, file: str, force: bool, require_signature: bool, as_json: bool) -> None:
+    """Check every member and checksum of the bundle FILE ('-': standard input), then add its entries.
 
-    Existing entries are kept. With GTCACHE_BUNDLE_KEY set, unsigned or wrongly signed
-    bundles are refused.
+    Existing entries are kept; broken ones at a bundled key are replaced. With
+    GTCACHE_BUNDLE_KEY set, unsigned or wrongly signed bundles are refused.
     """
-    report = bundle.import_bundle(obj.store(), file, key=_key(), force=force, facts=toolchain.current_facts())
+    trust = obj.settings.bundle_trust()
+    required = require_signature or trust.require_signed
+    facts = toolchain.current_facts()
+    if file == "-":
+        if sys.stdin.isatty():
+            raise bundle.BundleError("Standard input is a terminal; pipe a bundle in.")
+        report = bundle.read_bundle(sys.stdin.buffer, obj.store(create=True), key=trust.key, require_signature=required,
+                                    force=force, facts=facts, name="<stdin>")
+    else:
+        report = bundle.import_bundle(obj.store(create=True), pathlib.Path(file), key=trust.key,
+                                      require_signature=required, force=force, facts=facts)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
         return
-    click.echo(f"Imported {len(report.imported)} entries; {len(report.existing)} were there already;"
-               f" {len(report.skipped)} skipped.")
+    replaced = f" ({len(report.replaced)} replaced broken ones)" if report.replaced else ""
+    there = "was" if len(report.existing) == 1 else "were"
+    click.echo(f"Imported {plural(len(report.imported), 'entry', 'entries')}{replaced}; {len(report.existing)}"
+               f" {there} there already; {len(report.skipped)} skipped.")
     for key, reason in sorted(report.skipped.items()):
-        click.echo(f"skipped {key[:12]}: {reason} (--force imports it)")
+        click.echo(f"skipped {escape(key[:12])}: {escape(reason)} (--force imports it)")
 
 
 COMMANDS = (export_command, import_command)

@@ -1,10 +1,10 @@
 """What every command shares: the settings object on the context, options defined once,
-library errors turned into exit codes in one place."""
+one output step (``emit``). Errors become exit codes in one place: ``_errors.py``."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
+import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -12,14 +12,20 @@ import click
 
 import gtcache
 from gtcache.policies import parse_duration, parse_size
+from gtcache.store import TrustPolicy
+from gtcache_cli import _complete
+from gtcache_cli._text import MIN_PREFIX
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_CODES_HELP = """\b
 Exit codes:
-  0  success (also: the store is empty, nothing to do)
-  1  operational error (unreadable store, unknown entry, problems found, ...)
-  2  usage error (bad option or argument)"""
+  0    success (also: the store is empty, nothing to do)
+  1    operational error (unreadable store, unknown entry, problems found,
+       an entry rm/prune could not remove, ...)
+  2    usage error (bad option or argument)
+  130  interrupted (Ctrl-C)
+GTCACHE_DEBUG=1 adds the traceback to an error."""
 
 
 @dataclasses.dataclass
@@ -27,9 +33,21 @@ class Context:
     settings: gtcache.Settings
     _store: gtcache.Store | None = None
 
-    def store(self) -> gtcache.Store:
+    def store(self, *, inspect: bool = False, create: bool = False) -> gtcache.Store:
+        """The store; ``inspect`` (commands that only read metadata): an untrusted store is
+        opened anyway, read-only, with a warning on stderr; otherwise it is an error.
+
+        Only commands that put something in (``warm``, ``import``, ``config set``) pass
+        ``create``; for the others a missing store is an error ("No gtcache store at ...",
+        exit 1) and nothing is created: ``--cache-dir /typo`` must not make ``/typo``.
+        """
         if self._store is None:
-            self._store = gtcache.open_store(self.settings.cache_dir, index_dir=self.settings.index_dir)
+            self._store = gtcache.open_store(
+                self.settings.cache_dir, index_dir=self.settings.index_dir, allow_untrusted=inspect, create=create,
+                trust=TrustPolicy.from_ids(self.settings.trusted_users, self.settings.trusted_groups),
+            )
+            if self._store.trust_problem:
+                click.echo(f"Warning: {self._store.trust_problem}", err=True)
         return self._store
 
 
@@ -49,25 +67,23 @@ def dry_run_option(func: F) -> F:
 
 
 def filter_options(func: F) -> F:
-    func = click.option("--backend", "backend_glob", help="Only backends matching this glob.")(func)
-    return click.option("--program", "program_glob", help="Only programs matching this glob.")(func)
+    func = click.option("--backend", "backend_glob", help="Only backends matching this glob.",
+                        shell_complete=_complete.backend_names)(func)
+    return click.option("--program", "program_glob", help="Only programs matching this glob.",
+                        shell_complete=_complete.program_names)(func)
 
 
-def errors_to_exit_codes(func: F) -> F:
-    """``GtcacheError`` -> exit 1 with its one-line message; bad values -> exit 2."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except gtcache.GtcacheError as error:
-            raise click.ClickException(str(error)) from None
-
-    return wrapper  # type: ignore[return-value]
+def emit(data: Any, as_json: bool, render: Callable[[], None]) -> None:
+    """The one output step of every command: ``data`` as JSON with ``--json``, else ``render()``."""
+    if as_json:
+        click.echo(json.dumps(data, indent=2, default=str))
+    else:
+        render()
 
 
 def size_value(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
-    """Click callback: ``20G`` -> bytes; a bad value is a usage error naming the option."""
+    """Click callback: ``20G`` -> bytes (``gtcache.policies.parse_size``: k, M, G decimal, Ki, Mi,
+    Gi binary, ``1e9``); a bad value is a usage error naming the option (exit 2)."""
     try:
         return None if value is None else parse_size(value)
     except ValueError as error:
@@ -75,7 +91,7 @@ def size_value(ctx: click.Context, param: click.Parameter, value: str | None) ->
 
 
 def duration_value(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
-    """Click callback: ``7d`` -> seconds."""
+    """Click callback: ``7d``, ``1h30m`` -> seconds (``gtcache.policies.parse_duration``)."""
     try:
         return None if value is None else parse_duration(value)
     except ValueError as error:
@@ -86,3 +102,17 @@ def confirm(question: str, *, yes: bool) -> None:
     """Ask unless ``--yes``; a refusal (or no terminal to ask on) exits 1."""
     if not yes:
         click.confirm(question, abort=True)
+
+
+def resolve(store: gtcache.Store, query: str, scan: gtcache.StoreScan | None = None) -> tuple[gtcache.EntryInfo, ...]:
+    """``Store.resolve``, saying so when a query of hex digits is too short to be a key prefix."""
+    try:
+        return store.resolve(query, scan)
+    except gtcache.EntryNotFoundError:
+        digits = query.strip()
+        if digits and len(digits) < MIN_PREFIX and all(c in "0123456789abcdef" for c in digits):
+            raise gtcache.GtcacheError(
+                f"No entry matches '{digits}'; a key prefix needs at least {MIN_PREFIX} digits"
+                f" ('{digits}' has {len(digits)}): see 'gtcache ls'."
+            ) from None
+        raise

@@ -2,37 +2,36 @@
 
 from __future__ import annotations
 
-import fnmatch
-import json
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import click
 
 import gtcache
-from gtcache_cli import _render
+from gtcache.policies import Limits, matches
+from gtcache_cli import _complete, _render, _text
 from gtcache_cli._common import (
     EXIT_CODES_HELP,
     Context,
-    errors_to_exit_codes,
+    emit,
     filter_options,
     json_option,
     pass_context,
+    resolve,
 )
 
 
 @click.command(name="dir", epilog=EXIT_CODES_HELP)
 @json_option
 @pass_context
-@errors_to_exit_codes
 def dir_command(obj: Context, as_json: bool) -> None:
     """Print where the store (and its index) is."""
     settings = obj.settings
-    data = {
-        "cache_dir": str(settings.cache_dir),
-        "index_dir": str(settings.index_dir or settings.cache_dir / "index"),
-    }
-    click.echo(json.dumps(data, indent=2) if as_json else data["cache_dir"])
+    # Where the store would put its index; nothing opened (``dir`` must work on a broken store).
+    where = gtcache.Store(settings.cache_dir, index_dir=settings.index_dir, read_only=True)
+    data = {"cache_dir": str(where.root), "index_dir": str(where.index_dir)}
+    emit(data, as_json, lambda: click.echo(data["cache_dir"]))
 
 
 _SORT_KEYS: dict[str, Callable[[gtcache.EntryInfo], Any]] = {
@@ -49,66 +48,68 @@ _SORT_KEYS: dict[str, Callable[[gtcache.EntryInfo], Any]] = {
 @click.option("--broken", is_flag=True, help="Only broken entries.")
 @click.option("--sort", type=click.Choice(list(_SORT_KEYS)), default="program", show_default=True,
               help="Order of the rows; every key but 'program' sorts descending.")
+@click.option("--long", "-l", "long", is_flag=True, help="Program names with their module (as --json has them).")
 @json_option
 @pass_context
-@errors_to_exit_codes
 def ls_command(
-    obj: Context, program_glob: str | None, backend_glob: str | None, broken: bool, sort: str, as_json: bool
+    obj: Context, program_glob: str | None, backend_glob: str | None, broken: bool, sort: str, long: bool,
+    as_json: bool,
 ) -> None:
-    """List the entries of the store (broken ones included, marked)."""
-    scan = obj.store().scan()
+    """List the entries of the store (broken ones included, marked).
+
+    The table fits the terminal (or COLUMNS): KEY, PROGRAM and BACKEND always, then
+    STATUS, SIZE, LAST USED, HITS and COMPILE as the width allows. Programs show without
+    their module unless --long (or two of one name are listed); times are relative.
+    """
+    scan = obj.store(inspect=True).scan()
     entries = [
         e
         for e in scan.entries
         if matches(e, program_glob, backend_glob) and (not broken or not e.ok)
     ]
     entries.sort(key=_SORT_KEYS[sort], reverse=sort != "program")
-    if as_json:
-        click.echo(json.dumps([e.to_json() for e in entries], indent=2))
-    else:
-        _render.entries_table(entries, root=scan.root)
-
-
-def matches(entry: gtcache.EntryInfo, program_glob: str | None, backend_glob: str | None) -> bool:
-    if program_glob and not any(
-        fnmatch.fnmatchcase(name, program_glob) for name in (entry.program, entry.qualified_program)
-    ):
-        return False
-    return not backend_glob or fnmatch.fnmatchcase(entry.backend, backend_glob)
+    emit([e.to_json() for e in entries], as_json, lambda: _render.entries_table(
+        entries, root=scan.root, all_keys=[e.key for e in scan.entries], long=long))
 
 
 @click.command(name="info", epilog=EXIT_CODES_HELP)
-@click.argument("query")
+@click.argument("query", shell_complete=_complete.entry_queries)
 @json_option
 @pass_context
-@errors_to_exit_codes
 def info_command(obj: Context, query: str, as_json: bool) -> None:
     """Show the entries matching QUERY: a key, a key prefix (4+ digits) or a program name."""
-    found = obj.store().resolve(query)
-    if as_json:
-        click.echo(json.dumps([_render.info_json(e) for e in found], indent=2))
-    else:
-        _render.info_text(found)
+    found = resolve(obj.store(inspect=True), query)
+    emit([_render.info_json(e) for e in found], as_json, lambda: _render.info_text(found))
 
 
 @click.command(name="stats", epilog=EXIT_CODES_HELP)
 @click.option("--zero", is_flag=True, help="Forget the recorded runs (hits, misses, time saved).")
 @json_option
 @pass_context
-@errors_to_exit_codes
 def stats_command(obj: Context, zero: bool, as_json: bool) -> None:
-    """Entries and bytes by backend and gt4py version; hits, misses and time saved by runs."""
-    store = obj.store()
+    """Hit rate, hits / compiled / bypassed since the last --zero, compile time saved; size and
+    files against the caps; entries and bytes by backend and gt4py version (as ccache -s)."""
+    store = obj.store(inspect=not zero)
     if zero:
         removed = store.zero_ledger()
         if not as_json:
-            click.echo(f"Forgot {removed} recorded runs.")
+            click.echo(f"Forgot {_text.plural(removed, 'recorded run')}.")
     stats = store.scan().stats()
     ledger = store.ledger()
-    if as_json:
-        click.echo(json.dumps({"cache_dir": str(store.root), **stats.to_json(), "runs": ledger.to_json()}, indent=2))
-    else:
-        _render.stats_text(stats, ledger, root=store.root)
+    runs = store.ledger_runs()
+    zeroed = store.ledger_zeroed()
+    since = zeroed or min((str(r.get("ended", "")) for r in runs if r.get("ended")), default=None)
+    _, size, files = store.usage()
+    try:
+        limits, problem = Limits.for_store(store.root), None
+    except gtcache.GtcacheError as error:
+        limits, problem = Limits(), str(error)
+    usage = _render.Usage(size=size, files=files, max_size=limits.max_size, max_files=limits.max_files,
+                          problem=problem)
+    data = {"cache_dir": str(store.root), **stats.to_json(),
+            "runs": {**ledger.to_json(), "hit_rate": _render.hit_rate(ledger), "since": since, "zeroed": zeroed},
+            "usage": dataclasses.asdict(usage)}
+    emit(data, as_json, lambda: _render.stats_text(stats, ledger, root=store.root, usage=usage, since=since, zeroed=zeroed is not None))
 
 
 COMMANDS = (dir_command, ls_command, info_command, stats_command)

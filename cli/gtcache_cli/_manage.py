@@ -2,57 +2,71 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 import gtcache
 from gtcache import policies, toolchain
-from gtcache_cli import _render
+from gtcache_cli import _complete, _render, _text
 from gtcache_cli._common import (
     EXIT_CODES_HELP,
     Context,
     confirm,
     dry_run_option,
     duration_value,
-    errors_to_exit_codes,
+    emit,
     filter_options,
     json_option,
     pass_context,
+    resolve,
     size_value,
     yes_option,
 )
-from gtcache_cli._inspect import matches
 
 
 def _run_plan(store: gtcache.Store, plan: policies.PrunePlan, *, dry_run: bool, yes: bool, as_json: bool) -> None:
-    """Print the plan, ask, execute: the one path of every removing command."""
+    """Print the plan, ask, execute: the one path of every removing command.
+
+    The bytes the plan frees are those its entry folders take on disk (records included),
+    what the removal then reports. An entry that cannot be removed (permissions, ...) does
+    not stop the others; each is named with its reason, and the command exits 1.
+    """
     if as_json and not (yes or dry_run):
         raise click.UsageError("With --json, give --yes (or --dry-run): there is no prompt.")
-    if as_json:
-        click.echo(json.dumps({**plan.to_json(), "dry_run": dry_run}, indent=2))
-    if not plan.removals:
-        if not as_json:
-            click.echo(f"Nothing to remove in '{plan.root}'.")
+    on_disk = {r.entry.key: store.disk_size(r.entry.key) for r in plan.removals}
+    freed = sum(on_disk.values())
+    remaining = max(store.usage()[1] - freed, 0)
+    quarantine = store.quarantined()
+    if not plan.removals or dry_run:
+        def render() -> None:
+            if plan.removals:
+                _render.plan_table(plan, on_disk=on_disk, remaining=remaining)
+            else:
+                click.echo(f"Nothing to remove in '{_text.escape(str(plan.root))}'.")
+            _render.quarantine_note(quarantine)
+
+        emit({**plan.to_json(), "freed": freed, "remaining_size": remaining, "dry_run": dry_run}, as_json, render)
         return
     if not as_json:
-        _render.plan_table(plan)
-    if dry_run:
-        return
-    confirm(f"Remove {len(plan.removals)} entries ({plan.freed_str})?", yes=yes)
-    freed = plan.execute(store)
-    if not as_json:
-        click.echo(f"Removed {len(plan.removals)} entries, freed {gtcache.format_size(freed)}.")
+        _render.plan_table(plan, on_disk=on_disk, remaining=remaining)
+    confirm(f"Remove {_text.plural(len(plan.removals), 'entry', 'entries')} ({gtcache.format_size(freed)})?", yes=yes)
+    outcome = plan.apply(store)
+
+    def report() -> None:
+        _render.removal_outcome(outcome)
+        _render.quarantine_note(quarantine)
+
+    emit({**plan.to_json(), "remaining_size": remaining, "dry_run": False, **outcome.to_json()}, as_json, report)
+    if not outcome.ok:
+        raise SystemExit(1)
 
 
 @click.command(name="rm", epilog=EXIT_CODES_HELP)
-@click.argument("queries", nargs=-1)
+@click.argument("queries", nargs=-1, shell_complete=_complete.entry_queries)
 @filter_options
 @dry_run_option
 @yes_option
 @json_option
 @pass_context
-@errors_to_exit_codes
 def rm_command(
     obj: Context, queries: tuple[str, ...], program_glob: str | None, backend_glob: str | None,
     dry_run: bool, yes: bool, as_json: bool,
@@ -64,24 +78,20 @@ def rm_command(
     scan = store.scan()
     chosen: dict[str, gtcache.EntryInfo] = {}
     for query in queries:
-        chosen.update((e.key, e) for e in store.resolve(query, scan))
+        chosen.update((e.key, e) for e in resolve(store, query, scan))
     if program_glob or backend_glob:
-        chosen.update((e.key, e) for e in scan.entries if matches(e, program_glob, backend_glob))
-    removals = tuple(policies.Removal(e, "asked for") for e in scan.entries if e.key in chosen)
-    plan = policies.PrunePlan(
-        root=scan.root,
-        removals=removals,
-        remaining_entries=len(scan.entries) - len(removals),
-        remaining_size=scan.size - sum(r.entry.size for r in removals),
-    )
-    _run_plan(store, plan, dry_run=dry_run, yes=yes, as_json=as_json)
+        chosen.update((e.key, e) for e in scan.entries if policies.matches(e, program_glob, backend_glob))
+    _run_plan(store, policies.plan_removal(scan, chosen), dry_run=dry_run, yes=yes, as_json=as_json)
 
 
 @click.command(name="prune", epilog=EXIT_CODES_HELP)
-@click.option("--max-size", callback=size_value, help="Remove entries until the store holds at most SIZE (e.g. 20G).")
+@click.option("--max-size", callback=size_value, metavar="SIZE",
+              help="Remove entries until the store holds at most SIZE (20G = 20*10^9 bytes, 20Gi = 20*2^30, 1e9).")
 @click.option("--max-files", type=click.IntRange(min=0), help="Remove entries until the store holds at most N files (inode quotas).")
-@click.option("--older-than", callback=duration_value, help="Remove entries created longer ago than this (e.g. 7d).")
-@click.option("--unused-for", callback=duration_value, help="Remove entries not used for this long (e.g. 2w).")
+@click.option("--older-than", callback=duration_value, metavar="DURATION",
+              help="Remove entries created longer ago than this (e.g. 7d, 1h30m).")
+@click.option("--unused-for", callback=duration_value, metavar="DURATION",
+              help="Remove entries not used for this long (e.g. 2w, 36h).")
 @click.option("--stale", is_flag=True, help="Remove entries built by another toolchain than this environment's.")
 @click.option("--keep-gt4py", help="Remove entries built by gt4py versions not in this comma list.")
 @click.option("--broken", is_flag=True, help="Remove broken entries.")
@@ -91,7 +101,6 @@ def rm_command(
 @yes_option
 @json_option
 @pass_context
-@errors_to_exit_codes
 def prune_command(
     obj: Context, max_size: int | None, max_files: int | None, older_than: float | None,
     unused_for: float | None, stale: bool, keep_gt4py: str | None, broken: bool,
@@ -120,34 +129,36 @@ def prune_command(
 @click.command(name="clear", epilog=EXIT_CODES_HELP)
 @yes_option
 @pass_context
-@errors_to_exit_codes
 def clear_command(obj: Context, yes: bool) -> None:
-    """Remove every entry (and the index and direct links) from the store."""
+    """Remove every entry, the index, direct links, and the broken entries verify --repair
+    moved to quarantine/."""
     store = obj.store()
-    scan = store.scan()
-    if not scan.entries:
-        click.echo(f"Nothing to clear: '{scan.root}' is empty.")
+    entries = len(store.scan().entries)  # opens the index first: a bad --index-dir stops here, nothing removed
+    _, size, _ = store.usage()
+    quarantined, quarantine_size = store.quarantined()
+    root = _text.escape(str(store.root))
+    if not entries and not quarantined:
+        click.echo(f"Nothing to clear: '{root}' is empty.")
         return
-    confirm(f"Remove {len(scan.entries)} entries ({gtcache.format_size(scan.size)}) from '{scan.root}'?", yes=yes)
+    what = _text.plural(entries, "entry", "entries")
+    if quarantined:
+        what += f" and {_text.plural(quarantined, 'quarantined entry', 'quarantined entries')}"
+    confirm(f"Remove {what} ({gtcache.format_size(size + quarantine_size)}) from '{root}'?", yes=yes)
     freed = store.clear()
-    click.echo(f"Removed {len(scan.entries)} entries, freed {gtcache.format_size(freed)}.")
+    click.echo(f"Removed {what}, freed {gtcache.format_size(freed)}.")
 
 
 @click.command(name="verify", epilog=EXIT_CODES_HELP)
 @click.option("--repair", is_flag=True, help="Quarantine broken entries, remove left-overs, rebuild the index.")
 @json_option
 @pass_context
-@errors_to_exit_codes
 def verify_command(obj: Context, repair: bool, as_json: bool) -> None:
     """Check every entry's record and checksums, links, left-overs and the index.
 
     Exit 1 while problems remain.
     """
-    report = policies.verify(obj.store(), repair=repair)
-    if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2))
-    else:
-        _render.verify_text(report)
+    report = policies.verify(obj.store(inspect=not repair), repair=repair)
+    emit(report.to_json(), as_json, lambda: _render.verify_text(report))
     if not report.ok:
         raise SystemExit(1)
 
@@ -155,15 +166,12 @@ def verify_command(obj: Context, repair: bool, as_json: bool) -> None:
 @click.command(name="reindex", epilog=EXIT_CODES_HELP)
 @json_option
 @pass_context
-@errors_to_exit_codes
 def reindex_command(obj: Context, as_json: bool) -> None:
     """Rebuild the index from the entry folders (it is rebuilt on its own when unreadable)."""
     scan = obj.store().rebuild_index()
     data = {"entries": len(scan.entries), "broken": len(scan.broken), "index": scan.index}
-    if as_json:
-        click.echo(json.dumps(data, indent=2))
-    else:
-        click.echo(f"Indexed {data['entries']} entries ({data['broken']} broken).")
+    emit(data, as_json, lambda: click.echo(
+        f"Indexed {_text.plural(len(scan.entries), 'entry', 'entries')} ({len(scan.broken)} broken)."))
 
 
 COMMANDS = (rm_command, prune_command, clear_command, verify_command, reindex_command)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import pathlib
 import sys
 
@@ -13,7 +12,7 @@ from gtcache_cli._common import (
     EXIT_CODES_HELP,
     Context,
     duration_value,
-    errors_to_exit_codes,
+    emit,
     json_option,
     pass_context,
     size_value,
@@ -27,48 +26,52 @@ from gtcache_cli._common import (
 @click.option("--from-ledger", is_flag=True, help="The variants earlier runs against this store used.")
 @click.option("--backend", "backends", multiple=True, help="Backends for programs found in MODULES (default: their own).")
 @click.option("--grid", metavar="MODULE:CALLABLE", help="Offset provider for programs from MODULES and the ledger.")
+@click.option("--device", type=click.Choice(["cuda", "rocm"]), default="cuda", show_default=True,
+              help="The GPU kind --arch names.")
+@click.option("--arch", "archs", multiple=True, metavar="ARCH",
+              help="Build each GPU variant for this arch (90, 80; rocm: gfx90a), no GPU needed; repeat for more.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), help="Parallel compilations [default: the CPUs available].")
-@click.option("--max-memory", callback=size_value, help="Memory budget for parallel compilations [default: 80% of available].")
-@click.option("--memory-per-job", callback=size_value, default="2G", show_default=True,
+@click.option("--max-memory", callback=size_value, metavar="SIZE", help="Memory budget for parallel compilations [default: 80% of available].")
+@click.option("--memory-per-job", callback=size_value, default="2G", show_default=True, metavar="SIZE",
               help="What one compilation may need; jobs are capped at max-memory / this.")
-@click.option("--timeout", callback=duration_value, help="Give up on a variant after this long (e.g. 30m).")
+@click.option("--timeout", callback=duration_value, metavar="DURATION",
+              help="Give up on a variant after this long (e.g. 30m, 1h30m).")
 @click.option("--scheduler", metavar="ADDRESS", help="Run the jobs on this dask.distributed scheduler.")
 @click.option("--dry-run", "-n", is_flag=True, help="List the variants and their keys; compile nothing.")
 @json_option
 @pass_context
-@errors_to_exit_codes
 def warm_command(
     obj: Context, modules: tuple[str, ...], manifests: tuple[pathlib.Path, ...], from_ledger: bool,
-    backends: tuple[str, ...], grid: str | None, jobs: int | None, max_memory: int | None,
+    backends: tuple[str, ...], grid: str | None, device: str, archs: tuple[str, ...], jobs: int | None, max_memory: int | None,
     memory_per_job: int, timeout: float | None, scheduler: str | None, dry_run: bool, as_json: bool,
 ) -> None:
     """Compile program variants into the store before they are needed (CI, model set-up).
 
     Variants come from MODULES (every gt4py program they define), --manifest files and
     --from-ledger. Each distinct variant compiles once, in a worker process of its own;
-    stored ones are skipped. Exit 1 when any variant failed.
+    stored ones are skipped. GPU variants compile once per --arch (or manifest 'archs'),
+    on a machine without a GPU too (the toolkit is needed). Exit 1 when any variant failed.
     """
     from gtcache import warm
 
-    store = obj.store()
-    try:
-        specs = [spec for path in manifests for spec in warm.from_manifest(path)]
-        if modules:
-            specs += warm.from_modules(modules, backends=list(backends) or None, grid=grid)
-        if from_ledger:
-            specs += warm.from_ledger(store.ledger_runs(), grid=grid)
-        if not specs:
-            raise click.UsageError("Nothing to warm: give MODULES, --manifest FILE or --from-ledger.")
-        planned = warm.plan(warm.unique(specs), store)
-    except warm.SpecError as error:
-        raise click.UsageError(str(error)) from None
+    # A manifest or module that does not check out is a SpecError: a usage error (exit 2).
+    store = obj.store(create=True)
+    specs = [spec for path in manifests for spec in warm.from_manifest(path)]
+    if modules:
+        specs += warm.from_modules(modules, backends=list(backends) or None, grid=grid)
+    if from_ledger:
+        specs += warm.from_ledger(store.ledger_runs(), grid=grid)
+    if not specs:
+        raise click.UsageError(_nothing_to_warm(modules, manifests, from_ledger=from_ledger, backends=backends))
+    if archs:
+        specs = warm.for_archs(specs, device, archs)
+    specs = warm.unique(specs)
+    warm.check_toolkit(specs)  # nvcc missing or too old for an arch: a GtcacheError (exit 1)
+    planned = warm.plan(specs, store, settings=obj.settings)
 
     if dry_run:
-        if as_json:
-            click.echo(json.dumps([p.to_json() for p in planned], indent=2))
-        else:
-            _render.warm_plan(planned)
-        if any(p.status == "failed" for p in planned):
+        emit([p.to_json() for p in planned], as_json, lambda: _render.warm_plan(planned))
+        if any(p.status in ("failed", "unplannable") for p in planned):
             raise SystemExit(1)
         return
 
@@ -77,12 +80,28 @@ def warm_command(
     with _render.WarmProgress(total=missing, enabled=not as_json and sys.stdout.isatty()) as progress:
         report = warm.warm(planned, store, jobs=effective, timeout=timeout, scheduler=scheduler,
                            on_done=progress.done if not as_json else lambda _: None)
-    if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2))
-    else:
-        _render.warm_report(report)
+    emit(report.to_json(), as_json, lambda: _render.warm_report(report))
     if not report.ok:
         raise SystemExit(1)
+
+
+def _nothing_to_warm(
+    modules: tuple[str, ...], manifests: tuple[pathlib.Path, ...], *, from_ledger: bool, backends: tuple[str, ...],
+) -> str:
+    """Why no variant came out of what was given, and what to give instead."""
+    if not (modules or manifests or from_ledger):
+        return "Nothing to warm: give MODULES, --manifest FILE or --from-ledger."
+    reasons = []
+    if modules:
+        names = ", ".join(f"'{m}'" for m in modules)
+        verb = "defines" if len(modules) == 1 else "define"
+        reasons.append(f"{names} {verb} no gt4py program" if backends else
+                       f"{names} {verb} no gt4py program with a backend of its own (name one: --backend gtfn_cpu)")
+    if manifests:
+        reasons.append("the manifests declare no variant")
+    if from_ledger:
+        reasons.append("the store's ledger records no variant (none since the last 'stats --zero')")
+    return f"Nothing to warm: {'; '.join(reasons)}."
 
 
 COMMANDS = (warm_command,)

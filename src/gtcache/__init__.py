@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         NotAStoreError,
         StoreVersionError,
         UnsupportedArtifactError,
+        UntrustedStoreError,
     )
     from gtcache.gt4py.hook import install, installed, uninstall
     from gtcache.settings import Settings
@@ -45,6 +46,7 @@ _LAZY = {
     "NotAStoreError": "gtcache.errors",
     "StoreVersionError": "gtcache.errors",
     "UnsupportedArtifactError": "gtcache.errors",
+    "UntrustedStoreError": "gtcache.errors",
     "Settings": "gtcache.settings",
     "Entry": "gtcache.store",
     "EntryDraft": "gtcache.store",
@@ -74,6 +76,7 @@ __all__ = [
     "StoreStats",
     "StoreVersionError",
     "UnsupportedArtifactError",
+    "UntrustedStoreError",
     "__version__",
     "format_size",
     "install",

@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
                 example.program,
                 backend=examples.backend_by_name(backend_name),
                 offset_provider=offset_provider,
+                settings=settings,
             )
             seconds = time.perf_counter() - start
             call_args, out = example.make_args(SIZE, 1)

@@ -17,6 +17,7 @@ __all__ = [
     "NotAStoreError",
     "StoreVersionError",
     "UnsupportedArtifactError",
+    "UntrustedStoreError",
 ]
 
 
@@ -82,3 +83,15 @@ class UnsupportedArtifactError(GtcacheError):
     def __init__(self, what: str) -> None:
         self.what = what
         super().__init__(f"Cannot store artifact: {what}")
+
+
+class UntrustedStoreError(GtcacheError):
+    """A store (or its index) that someone the reader does not trust could have written.
+
+    ``problem`` names the path, what was found and the fix (see ``gtcache.store._trust``).
+    """
+
+    def __init__(self, path: pathlib.Path, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"Store '{path}' is not trusted: {problem}.")

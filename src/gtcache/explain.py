@@ -30,7 +30,12 @@ class Difference:
         return {"ingredient": self.ingredient, "stored": self.stored, "current": self.current}
 
     def __str__(self) -> str:
-        return f"{self.ingredient}: {_short(self.stored)} -> {_short(self.current)}"
+        stored, current = self.stored, self.current
+        if (self.ingredient == "device" and isinstance(stored, dict) and isinstance(current, dict)
+                and stored.get("type") == current.get("type")):
+            return (f"device arch: {_short(stored.get('arch'))} -> {_short(current.get('arch'))}"
+                    f" (the entry is for another {stored.get('type')} arch)")
+        return f"{self.ingredient}: {_short(stored)} -> {_short(current)}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +47,12 @@ class Explanation:
     stored: bool
     #: The closest entries of the same program (fewest differences first) and how they differ.
     nearest: tuple[tuple[EntryInfo, tuple[Difference, ...]], ...]
+    #: Why no key could be computed without compiling (then ``key`` is empty), if so.
+    unplannable: str | None = None
+
+    @classmethod
+    def cannot_plan(cls, *, program: str, backend: str, reason: str) -> Explanation:
+        return cls(program, backend, "", False, (), reason)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -49,6 +60,7 @@ class Explanation:
             "backend": self.backend,
             "key": self.key,
             "stored": self.stored,
+            "unplannable": self.unplannable,
             "nearest": [
                 {"key": entry.key, "backend": entry.backend, "differences": [d.to_json() for d in diffs]}
                 for entry, diffs in self.nearest
@@ -57,6 +69,8 @@ class Explanation:
 
     def summary(self) -> str:
         """One line, for a log."""
+        if self.unplannable is not None:
+            return f"'{self.program}' ({self.backend}): cannot plan: {self.unplannable}."
         head = f"'{self.program}' ({self.backend}), key {self.key[:12]}"
         if self.stored:
             return f"{head}: stored."

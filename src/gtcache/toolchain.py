@@ -7,13 +7,20 @@ These are key ingredients, so they are computed on the lookup path: once per
 process and backend family, without starting a process (the compiler is
 identified by the path, size and modification time of its driver, not by running it;
 ``compiler_version`` runs it, for the record, only when publishing).
+
+GPU variants (device type ``CUDA...`` or ``ROCM...``) add the GPU toolkit's driver
+(``nvcc`` / ``hipcc``, identified the same way; ``toolkit_version`` runs it only when
+publishing) and the architecture the code is built for (``device_arch``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +28,7 @@ import sysconfig
 from typing import Any
 
 from gtcache.keys import digest
+from gtcache.settings import ENV_CUDA_ARCH, ENV_HIP_ARCH, declared_gpu_arch
 
 __all__ = [
     "backend_family",
@@ -28,7 +36,15 @@ __all__ = [
     "cpu_features",
     "current_facts",
     "device_arch",
+    "device_arch_source",
+    "gpu_facts",
+    "gpu_kind",
+    "gpu_toolkit_facts",
+    "supported_archs",
+    "target_arch",
     "toolchain_facts",
+    "toolkit_driver",
+    "toolkit_version",
 ]
 
 #: Environment variables that change how gt4py's and dace's builds compile.
@@ -111,14 +127,7 @@ def _compiler_identity() -> str | None:
     Package managers keep the files' modification times, so identical installations
     agree; a stat costs microseconds where running or hashing the compiler costs ms.
     """
-    path = _compiler_path()
-    if path is None:
-        return None
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return path
-    return f"{path}@{stat.st_size}:{int(stat.st_mtime)}"
+    return _file_identity(_compiler_path())
 
 
 @functools.cache
@@ -151,20 +160,163 @@ def cpu_features() -> str:
     return digest("\n".join(sorted(set(lines))))
 
 
+# -- GPUs -------------------------------------------------------------------------------------
+
+#: Per GPU kind: the toolkit's compiler driver (the variable CMake reads for it, its name on
+#: PATH), the variable gt4py and CMake read the target arch from, gtcache's declaration.
+_GPU = {
+    "cuda": {"compiler_env": "CUDACXX", "compiler": "nvcc", "archs_env": "CUDAARCHS",
+             "declared_env": ENV_CUDA_ARCH, "fact": "nvcc"},
+    "rocm": {"compiler_env": "HIPCXX", "compiler": "hipcc", "archs_env": "HIPARCHS",
+             "declared_env": ENV_HIP_ARCH, "fact": "hipcc"},
+}
+
+#: The arch ``gtcache warm`` is planning or building for (wins over everything else).
+_TARGET_ARCH: contextvars.ContextVar[str | None] = contextvars.ContextVar("gtcache_target_arch", default=None)
+
+
+def gpu_kind(device_type_name: str) -> str | None:
+    """``cuda`` (``CUDA``, ``CUDA_MANAGED``...), ``rocm`` (``ROCM``...) or None (a CPU)."""
+    if device_type_name.startswith("CUDA"):
+        return "cuda"
+    if device_type_name.startswith("ROCM"):
+        return "rocm"
+    return None
+
+
+@contextlib.contextmanager
+def target_arch(arch: str | None) -> Any:
+    """Within: GPU variants are keyed for ``arch`` (``gtcache warm --arch``, ``explain --arch``)."""
+    token = _TARGET_ARCH.set(arch)
+    try:
+        yield
+    finally:
+        _TARGET_ARCH.reset(token)
+
+
 def device_arch(device_type_name: str) -> str | None:
-    """The GPU architecture code is built for (``CUDAARCHS`` or the device's); None on CPU."""
-    if device_type_name in ("CPU", "CPU_PINNED"):
-        return None
-    if arch := os.environ.get("CUDAARCHS"):
-        return arch
-    return _device_arch_from_cupy()
+    """The GPU architecture code is built for and run on; None on CPU (see ``device_arch_source``)."""
+    return device_arch_source(device_type_name)[0]
+
+
+def device_arch_source(device_type_name: str) -> tuple[str | None, str]:
+    """(arch, where it came from). In order: the arch ``gtcache warm`` builds for
+    (``target_arch``), the device this process runs on (cupy's device 0, when cupy
+    imports and a device answers), ``GTCACHE_CUDA_ARCH`` / ``GTCACHE_HIP_ARCH``,
+    ``CUDAARCHS`` / ``HIPARCHS``, else ``"unknown"``. (None, "cpu") on CPU."""
+    kind = gpu_kind(device_type_name)
+    if kind is None:
+        return None, "cpu"
+    if target := _TARGET_ARCH.get():
+        return target, "gtcache warm --arch"
+    if found := _device_arch_from_cupy(kind):
+        return found, "cupy (device 0)"
+    if declared := declared_gpu_arch(device_type_name):
+        return declared, str(_GPU[kind]["declared_env"])
+    archs_env = str(_GPU[kind]["archs_env"])
+    if arch := os.environ.get(archs_env, "").strip():
+        return arch, archs_env
+    return "unknown", "no device, no declaration"
 
 
 @functools.cache
-def _device_arch_from_cupy() -> str:
+def _device_arch_from_cupy(kind: str) -> str | None:
+    """cupy's device 0: its compute capability (``90``) or gfx arch (``gfx90a``); None when
+    cupy is not installed or no device answers (a CPU-only machine, hidden devices)."""
     try:
         import cupy  # only present on GPU installations
+    except Exception:
+        return None
+    try:
+        if kind == "rocm":
+            name = cupy.cuda.runtime.getDeviceProperties(0)["gcnArchName"]
+            return str(name.decode() if isinstance(name, bytes) else name).split(":")[0] or None
+        return str(cupy.cuda.Device(0).compute_capability) or None
+    except Exception:  # no device, no driver
+        return None
 
-        return str(cupy.cuda.Device(0).compute_capability)
-    except Exception:  # no cupy, no device, no driver: the arch stays unknown
-        return "unknown"
+
+def toolkit_driver(kind: str) -> tuple[str, str, str | None]:
+    """(driver name, the variable that names it, its real path or None): ``("nvcc", "CUDACXX", ...)``."""
+    spec = _GPU[kind]
+    return str(spec["compiler"]), str(spec["compiler_env"]), _gpu_compiler_path(kind)
+
+
+def _gpu_compiler_path(kind: str) -> str | None:
+    spec = _GPU[kind]
+    compiler = (os.environ.get(str(spec["compiler_env"])) or str(spec["compiler"])).split()[0]
+    path = shutil.which(compiler)
+    return os.path.realpath(path) if path else None
+
+
+def gpu_toolkit_facts(device_type_name: str) -> dict[str, Any]:
+    """Key facts of a GPU variant's toolkit: ``{"nvcc": "<path>@<size>:<mtime>"}`` (or
+    ``hipcc``; None when not found); ``{}`` on CPU. Cheap: a stat, nothing is run."""
+    kind = gpu_kind(device_type_name)
+    if kind is None:
+        return {}
+    return {str(_GPU[kind]["fact"]): _gpu_identity(kind)}
+
+
+@functools.cache
+def _gpu_identity(kind: str) -> str | None:
+    """Once per process, as for the C++ compiler (the lookup path of every GPU variant)."""
+    return _file_identity(_gpu_compiler_path(kind))
+
+
+def gpu_facts(facts: dict[str, Any], device_type_name: str, arch: str | None) -> dict[str, Any]:
+    """``toolchain_facts`` of a GPU variant: the toolkit's driver (``nvcc`` / ``hipcc``) besides
+    the C++ compiler, and ``CUDAARCHS`` / ``HIPARCHS`` in ``build_env`` only when they name
+    another arch than ``arch`` (the key's ``device.arch``, which is what they decide): an
+    entry warmed with ``CUDAARCHS=90`` is found by a process on an arch-90 device that sets
+    nothing, and one a process built for ``CUDAARCHS=80`` on an arch-90 device is its own."""
+    kind = gpu_kind(device_type_name)
+    if kind is None:
+        return facts
+    archs_env = str(_GPU[kind]["archs_env"])
+    build_env = {name: value for name, value in facts.get("build_env", {}).items() if name != "CUDAARCHS"}
+    if (value := os.environ.get(archs_env, "").strip()) and value != arch:
+        build_env[archs_env] = os.environ[archs_env]
+    return {**facts, **gpu_toolkit_facts(device_type_name), "build_env": build_env}
+
+
+@functools.cache
+def _file_identity(path: str | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return path
+    return f"{path}@{stat.st_size}:{int(stat.st_mtime)}"
+
+
+@functools.cache
+def toolkit_version(kind: str) -> str | None:
+    """The toolkit's version (``13.0`` from ``nvcc --version``'s ``release 13.0``; hipcc's
+    ``HIP version``), for the record and ``gtcache doctor``; runs the driver once."""
+    path = _gpu_compiler_path(kind)
+    if path is None:
+        return None
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r"release (\d+\.\d+)" if kind == "cuda" else r"HIP version: (\S+)", out)
+    return match.group(1) if match else None
+
+
+@functools.cache
+def supported_archs(kind: str) -> tuple[str, ...] | None:
+    """The archs the toolkit builds for (``nvcc --list-gpu-arch``: ``75``, ``80``, ``90``...);
+    None when the driver is missing or cannot say (hipcc: not asked; every gfx arch passes)."""
+    path = _gpu_compiler_path(kind)
+    if path is None:
+        return None
+    if kind != "cuda":
+        return ()
+    try:
+        out = subprocess.run([path, "--list-gpu-arch"], capture_output=True, text=True, timeout=60, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return tuple(line.strip().removeprefix("compute_") for line in out.splitlines() if line.strip().startswith("compute_"))

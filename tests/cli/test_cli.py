@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import pathlib
 import subprocess
@@ -12,7 +13,7 @@ from click.testing import CliRunner
 
 import gtcache
 from gtcache_cli.main import cli
-from tests.store.test_store import publish
+from tests.helpers import here, publish, tree_state
 
 
 def run(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> tuple[int, str]:
@@ -58,10 +59,40 @@ def test_ls_filters(store: gtcache.Store) -> None:
 
 
 def test_empty_store_is_not_an_error(tmp_path: pathlib.Path) -> None:
+    gtcache.open_store(tmp_path / "new")
     code, out = run("--cache-dir", str(tmp_path / "new"), "ls")
     assert code == 0 and "No entries" in out
     code, out = run("--cache-dir", str(tmp_path / "new"), "ls", "--json")
     assert code == 0 and json.loads(out) == []
+
+
+READING_COMMANDS = [
+    ("ls",), ("ls", "--json"), ("stats",), ("stats", "--zero"), ("verify",), ("verify", "--repair"),
+    ("info", "abcd"), ("rm", "abcd", "--yes"), ("prune", "--broken", "--yes"), ("clear", "--yes"),
+    ("export", "out.tar.gz"), ("reindex",),
+]
+
+
+@pytest.mark.parametrize("args", READING_COMMANDS, ids=" ".join)
+def test_a_missing_store_is_an_error_and_is_not_created(tmp_path: pathlib.Path, args: tuple[str, ...]) -> None:
+    typo = tmp_path / "typo"
+    args = tuple(str(tmp_path / a) if a.endswith(".tar.gz") else a for a in args)
+    code, out = run("--cache-dir", str(typo), *args)
+    assert code == 1
+    assert out.strip() == f"Error: No gtcache store at '{typo}'."
+    assert not typo.exists() and not (tmp_path / "out.tar.gz").exists()
+    # An empty folder is not a store either, and stays empty.
+    typo.mkdir()
+    assert run("--cache-dir", str(typo), *args)[0] == 1 and list(typo.iterdir()) == []
+
+
+def test_commands_that_add_entries_create_the_store(tmp_path: pathlib.Path) -> None:
+    source = gtcache.open_store(tmp_path / "src")
+    publish(source, "alpha")
+    assert run("--cache-dir", str(source.root), "export", str(tmp_path / "b.tar.gz"))[0] == 0
+    code, out = run("--cache-dir", str(tmp_path / "new"), "import", str(tmp_path / "b.tar.gz"))
+    assert code == 0 and "Imported 1 entr" in out
+    assert len(gtcache.open_store(tmp_path / "new", create=False).scan().entries) == 1
 
 
 def test_env_var_chooses_the_store(store: gtcache.Store) -> None:
@@ -109,9 +140,9 @@ def test_stats_json_matches_entries(store: gtcache.Store) -> None:
     stats = json.loads(out)
     assert stats["entries"] == 3 and stats["broken"] == 1
     assert stats["by_backend"]["run_dace_cpu"]["entries"] == 1
-    assert stats["by_gt4py"]["1.2.3"]["entries"] == 3
+    assert stats["by_gt4py"][here()["gt4py"]]["entries"] == 3
     code, out = run("--cache-dir", str(store.root), "stats")
-    assert code == 0 and "run_dace_cpu" in out and "3 (1 broken)" in out
+    assert code == 0 and "run_dace_cpu" in out and "3 entries (1 broken)" in out
 
 
 def test_clear_asks_and_yes_skips(store: gtcache.Store) -> None:
@@ -143,14 +174,20 @@ def test_console_script_runs(store: gtcache.Store) -> None:
 
 
 def test_prune_plans_then_removes(store: gtcache.Store) -> None:
+    # Scans refresh the index (index/, cache_schema/v1/layout.md): made once here; all else stays.
+    assert run("--cache-dir", str(store.root), "ls")[0] == 0
+    before = tree_state(store.root, skip="index")
     code, out = run("--cache-dir", str(store.root), "prune", "--broken", "--dry-run")
-    assert code == 0 and "broken" in out and "1 entries" in out
-    assert len(store.scan().entries) == 3
+    assert code == 0 and "broken" in out and "1 entry, " in out
     code, out = run("--cache-dir", str(store.root), "prune", "--broken", "--json", "--dry-run")
     plan = json.loads(out)
     assert plan["entries"] == 1 and plan["dry_run"] is True and plan["removals"][0]["status"] == "broken"
+    code, out = run("--cache-dir", str(store.root), "prune", "--max-size", "0", "--older-than", "0s", "--dry-run")
+    assert code == 0 and "3 entries, " in out
+    assert tree_state(store.root, skip="index") == before, "a dry run writes, removes and touches nothing"
+    assert len(store.scan().entries) == 3
     code, out = run("--cache-dir", str(store.root), "prune", "--broken", "--yes")
-    assert code == 0 and "Removed 1 entries" in out
+    assert code == 0 and "Removed 1 entry," in out
     code, out = run("--cache-dir", str(store.root), "prune", "--broken", "--yes")
     assert code == 0 and "Nothing to remove" in out
 
@@ -174,9 +211,9 @@ def test_rm_by_key_and_program(store: gtcache.Store) -> None:
     rows = json.loads(run("--cache-dir", str(store.root), "ls", "--json")[1])
     alpha = next(r for r in rows if r["program"].endswith("alpha"))
     code, out = run("--cache-dir", str(store.root), "rm", alpha["key"][:8], "--yes")
-    assert code == 0 and "Removed 1 entries" in out
+    assert code == 0 and "Removed 1 entry," in out
     code, out = run("--cache-dir", str(store.root), "rm", "--program", "be*", "--yes")
-    assert code == 0 and "Removed 1 entries" in out
+    assert code == 0 and "Removed 1 entry," in out
     code, out = run("--cache-dir", str(store.root), "rm")
     assert code == 2
     code, out = run("--cache-dir", str(store.root), "rm", "nosuch", "--yes")
@@ -200,5 +237,71 @@ def test_stats_reports_runs_and_zero(store: gtcache.Store) -> None:
     assert (runs["runs"], runs["hits"], runs["compiled"], runs["bypassed"]) == (1, 4, 2, 1)
     assert runs["compile_seconds_saved"] == 44.0
     code, out = run("--cache-dir", str(store.root), "stats", "--zero")
-    assert code == 0 and "Forgot 1 recorded runs" in out
+    assert code == 0 and "Forgot 1 recorded run." in out
     assert json.loads(run("--cache-dir", str(store.root), "stats", "--json")[1])["runs"]["runs"] == 0
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (("prune", "--max-size", "20X"), "'20X' is not a size; give a number of bytes"),
+    (("prune", "--max-size", "9" * 40 + "P"), "too large a size"),
+    (("prune", "--older-than", "1h1h"), "'1h1h' is not a duration"),
+    (("prune", "--unused-for", "3 years"), "'3 years' is not a duration"),
+    (("warm", "--timeout", "soon", "--dry-run", "x"), "'soon' is not a duration"),
+    (("warm", "--memory-per-job", "2GG", "--dry-run", "x"), "'2GG' is not a size"),
+])
+def test_bad_sizes_and_durations_are_one_error_line_exit_2(
+    store: gtcache.Store, args: tuple[str, ...], words: str
+) -> None:
+    result = CliRunner().invoke(cli, ["--cache-dir", str(store.root), *args])
+    assert result.exit_code == 2
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and words in errors[0] and args[1] in errors[0], result.output
+
+
+def test_sizes_and_durations_as_ccache_reads_them(store: gtcache.Store) -> None:
+    size = gtcache.open_store(store.root).scan().size  # 27 bytes of payload
+    keeps = lambda cap: json.loads(run("--cache-dir", str(store.root), "prune", "--max-size", cap,  # noqa: E731
+                                       "--json", "--dry-run")[1])["remaining_size"]
+    _, on_disk, _ = store.usage()  # what stays is counted on disk (records included)
+    assert keeps(f"{size / 1000}k") == on_disk and keeps("1e3") == on_disk and keeps("0.02Ki") < on_disk
+    plan = json.loads(run("--cache-dir", str(store.root), "prune", "--older-than", "1h30m", "--json", "--dry-run")[1])
+    assert plan["entries"] == 0
+
+
+def test_stats_as_ccache_s(store: gtcache.Store) -> None:
+    store.record_run({"counts": {"hit": 40, "compiled": 4, "bypassed": 2, "failed": 1},
+                      "compile_seconds": 60.0, "compile_seconds_saved": 412.3})
+    store.record_run({"counts": {"hit": 5}, "compile_seconds": 0.0, "compile_seconds_saved": 50.0})
+    code, out = run("--cache-dir", str(store.root), "stats")
+    assert code == 0
+    lines = {line.split(":")[0].strip(): line.split(":", 1)[1].strip() for line in out.splitlines() if ":" in line}
+    assert lines["Variants"] == "52"
+    assert lines["Cacheable"] == "50 / 52 (96.2 %)"
+    assert lines["Hits"] == "45 / 50 (90.0 %)"
+    assert lines["Compiled"] == " 4 / 50 (8.0 %)".strip()
+    assert lines["Bypassed"] == "2 / 52 (3.8 %)"
+    assert lines["Compile time"] == "462.3s saved, 60.0s spent compiling"
+    assert "the oldest of 2 recorded runs (never zeroed)" in lines["Since"] and "just now" in lines["Since"]
+    assert "no cap" in lines["On disk"] and "no cap" in lines["Files"]
+    _, size, files = store.usage()
+    (store.root / "gtcache.toml").write_text(f'[limits]\nmax_size = {2 * size}\nmax_files = {4 * files}\n')
+    lines = {line.split(":")[0].strip(): line.split(":", 1)[1].strip()
+             for line in run("--cache-dir", str(store.root), "stats")[1].splitlines() if ":" in line}
+    assert lines["On disk"].endswith("(50.0 %)") and lines["Files"] == f"{files} / {4 * files} (25.0 %)"
+    data = json.loads(run("--cache-dir", str(store.root), "stats", "--json")[1])
+    assert data["runs"]["hit_rate"] == 90.0 and data["usage"] == {
+        "size": size, "files": files, "max_size": 2 * size, "max_files": 4 * files, "problem": None}
+    assert datetime.datetime.fromisoformat(data["runs"]["since"]).tzinfo is not None
+    # A bad cap is shown, not a crash and not silence.
+    (store.root / "gtcache.toml").write_text('[limits]\nmax_size = "20X"\n')
+    code, out = run("--cache-dir", str(store.root), "stats")
+    assert code == 0 and "no cap: Bad store limit: max-size = '20X' is not a size" in out
+    # Since the last --zero.
+    run("--cache-dir", str(store.root), "stats", "--zero")
+    data = json.loads(run("--cache-dir", str(store.root), "stats", "--json")[1])
+    assert data["runs"]["hits"] == 0 and data["runs"]["hit_rate"] is None
+    assert data["runs"]["since"] == data["runs"]["zeroed"] == store.ledger_zeroed() is not None
+    store.record_run({"counts": {"hit": 1}})
+    out = run("--cache-dir", str(store.root), "stats")[1]
+    assert "the last 'stats --zero'; 1 recorded run" in out
+    assert "Forgot 1 recorded run." in run("--cache-dir", str(store.root), "stats", "--zero")[1]  # not the mark

@@ -13,8 +13,8 @@ import pytest
 
 import gtcache
 from tests.conftest import BACKENDS, SIZE, CompiledStore
-from tests.helpers import load_in_fresh_process, run_python
-from tests.store.test_store import validate
+from tests.helpers import load_in_fresh_process, run_python, without_gt4py_build_cache
+from tests.helpers import validate
 
 pytestmark = pytest.mark.slow
 
@@ -72,17 +72,23 @@ def test_other_mesh_with_equal_connectivity_types_hits(
 
 
 def test_store_moved_to_another_path_loads_as_before(
-    compiled_store: CompiledStore, tmp_path: pathlib.Path
+    store_copy: pathlib.Path, tmp_path: pathlib.Path, gt4py_alone_output
 ) -> None:
+    """Moved, not copied: the old path is gone, and gt4py's build cache is empty, so a
+    hidden absolute path (to the old store or to gt4py's build folder) cannot load."""
     moved = tmp_path / "somewhere" / "else"
-    shutil.copytree(compiled_store.path, moved)
+    moved.parent.mkdir()
+    store_copy.rename(moved)
     shutil.rmtree(moved / "index", ignore_errors=True)
-    for backend in ("gtfn_cpu", "dace_cpu"):
+    for backend in ("gtfn_cpu", "dace_cpu", "roundtrip"):
+        out_file = tmp_path / f"{backend}.npy"
         outcomes = load_in_fresh_process(
-            moved, "edge_diff", backend, seed=1, size=SIZE, out_file=tmp_path / f"{backend}.npy"
+            moved, "edge_diff", backend, seed=1, size=SIZE, out_file=out_file,
+            env=without_gt4py_build_cache(tmp_path / f"gt4py-{backend}"),
         )
         assert [o["status"] for o in outcomes] == ["hit"]
-        assert (moved / "entries" / outcomes[0]["key"][:2] / outcomes[0]["key"]).is_dir()
+        np.testing.assert_array_equal(np.load(out_file), gt4py_alone_output("edge_diff", backend, 1))
+    assert not store_copy.exists()
 
 
 def test_lookup_and_load_entry_directly(compiled_store: CompiledStore, tmp_path: pathlib.Path) -> None:

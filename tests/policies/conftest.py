@@ -12,7 +12,7 @@ import pytest
 
 import gtcache
 from gtcache.store._record import record_digest
-from tests.store.test_store import draft
+from tests.helpers import draft
 
 NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 

@@ -11,7 +11,7 @@ import pytest
 
 import gtcache
 from gtcache.policies import PrunePolicy, plan_prune, verify
-from tests.store.test_store import draft
+from tests.helpers import draft
 
 pytestmark = pytest.mark.slow
 

@@ -9,6 +9,7 @@ import pytest
 
 import gtcache
 from gtcache.policies import Limits, enforce_limits
+from gtcache.settings import Settings
 
 
 def _write_runs(root: str, runs: int) -> None:
@@ -41,11 +42,13 @@ def test_zero_forgets_runs(tmp_path: pathlib.Path) -> None:
 def test_limits_from_config_file_and_environment(tmp_path: pathlib.Path) -> None:
     store = gtcache.open_store(tmp_path / "s")
     (store.root / "gtcache.toml").write_text('[limits]\nmax_size = "2K"\nmax_files = 10\n')
-    assert Limits.for_store(store.root, env={}) == Limits(max_size=2048, max_files=10)
-    assert Limits.for_store(store.root, env={"GTCACHE_MAX_SIZE": "1M"}).max_size == 2**20
+    assert Limits.for_store(store.root) == Limits(max_size=2000, max_files=10)
+    assert Limits.for_store(store.root, Settings.from_env(env={})) == Limits(max_size=2000, max_files=10)
+    from_env = Settings.from_env(env={"GTCACHE_MAX_SIZE": "1Mi", "GTCACHE_MAX_FILES": "7"})
+    assert Limits.for_store(store.root, from_env) == Limits(max_size=2**20, max_files=7)
     (store.root / "gtcache.toml").write_text('[limits]\nmax_size = "lots"\n')
     with pytest.raises(gtcache.GtcacheError, match="Bad store limit"):
-        Limits.for_store(store.root, env={})
+        Limits.for_store(store.root)
 
 
 def test_enforce_limits_prunes_least_recently_used(make_entry) -> None:

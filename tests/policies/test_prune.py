@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
-from gtcache.policies import PrunePolicy, parse_duration, parse_size, plan_prune
+from gtcache.policies import PrunePolicy, plan_prune
 from tests.policies.conftest import NOW
 
 DAY = 86400.0
@@ -102,19 +100,3 @@ def test_execute_frees_what_the_plan_says(make_entry) -> None:
 def test_policy_selects_nothing_with_filters_only() -> None:
     assert not PrunePolicy(program="x*").selects_anything
     assert PrunePolicy(broken=True).selects_anything
-
-
-@pytest.mark.parametrize(("text", "size"), [("500", 500), ("2K", 2048), ("1.5G", int(1.5 * 2**30)), ("10GiB", 10 * 2**30)])
-def test_parse_size(text: str, size: int) -> None:
-    assert parse_size(text) == size
-
-
-@pytest.mark.parametrize(("text", "seconds"), [("90", 90), ("12h", 12 * 3600), ("7d", 7 * DAY), ("2w", 14 * DAY)])
-def test_parse_duration(text: str, seconds: float) -> None:
-    assert parse_duration(text) == seconds
-
-
-@pytest.mark.parametrize("bad", ["ten", "5X", "", "-3d"])
-def test_bad_units_are_value_errors(bad: str) -> None:
-    with pytest.raises(ValueError):
-        parse_size(bad) if not bad.endswith("d") else parse_duration(bad)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import pathlib
 import shutil
 import time
 
 import gtcache
 from gtcache.policies import verify
-from tests.store.test_store import draft
+from tests.helpers import draft
 
 
 def age(path, seconds: float = 7200) -> None:
@@ -95,3 +96,63 @@ def test_verify_does_not_write_a_read_only_store(make_entry) -> None:
     reader = gtcache.Store(root, index_dir=None, read_only=True)
     report = verify(reader)
     assert report.ok and not (root / "index").exists()
+
+
+# -- only regular files count (issue 16 bug 8) --------------------------------------------------
+
+
+def _cli(root, *args: str):
+    import pathlib
+    import subprocess
+    import sys
+
+    gtcache_bin = str(pathlib.Path(sys.executable).parent / "gtcache")
+    return subprocess.run([gtcache_bin, "--cache-dir", str(root), *args], capture_output=True, text=True, timeout=60)
+
+
+def test_fifo_as_payload_file_is_broken_and_never_opened(make_entry) -> None:
+    entry = make_entry("piped", size=0)  # a FIFO's size is 0 too: only its type tells
+    (entry.path / "program.py").unlink()
+    os.mkfifo(entry.path / "program.py")
+    result = _cli(make_entry.store.root, "verify", "--json")  # hangs if it opens the FIFO
+    assert result.returncode == 1, result.stdout + result.stderr
+    import json
+
+    problems = json.loads(result.stdout)["problems"]
+    assert [(p["kind"], p["key"]) for p in problems] == [("broken-entry", entry.key)]
+    assert "not a regular file" in problems[0]["detail"]
+
+
+def test_fifo_as_record_never_blocks_a_listing(make_entry) -> None:
+    entry = make_entry("piped")
+    (entry.path / "entry.json").unlink()
+    os.mkfifo(entry.path / "entry.json")
+    result = _cli(make_entry.store.root, "ls", "--json")  # hangs if it opens the FIFO
+    assert result.returncode == 0, result.stderr
+    import json
+
+    assert [row["status"] for row in json.loads(result.stdout)] == ["broken"]
+
+
+def test_symlinked_payload_file_is_broken(make_entry, tmp_path) -> None:
+    entry = make_entry("linked", size=5)
+    outside = tmp_path / "outside.py"
+    outside.write_bytes(b"x" * 5)  # same size and bytes: only the link gives it away
+    (entry.path / "program.py").unlink()
+    (entry.path / "program.py").symlink_to(outside)
+    problems = verify(make_entry.store).problems
+    assert [(p.kind, p.key) for p in problems] == [("broken-entry", entry.key)]
+    assert verify(make_entry.store, repair=True).ok
+    assert outside.read_bytes() == b"x" * 5
+
+
+def test_the_problem_kinds_are_the_ones_docs_cli_md_explains() -> None:
+    import re
+    import typing
+
+    from gtcache.policies import ProblemKind
+
+    page = (pathlib.Path(__file__).parents[2] / "docs" / "cli.md").read_text()
+    section = page.split("## verify", 1)[1].split("\n## ", 1)[0]
+    documented = re.findall(r"^\| `([a-z-]+)` \|", section, flags=re.MULTILINE)
+    assert sorted(documented) == sorted(typing.get_args(ProblemKind))

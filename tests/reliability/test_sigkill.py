@@ -7,6 +7,8 @@ scans (which writes the index). Each is killed with SIGKILL after a random
 time. Afterwards, no entry may be torn or half-visible: every entry folder is
 complete and verifies, the index agrees with the folders, and what the killed
 writers left behind is only litter that ``verify --repair`` removes.
+
+The same attack with a few kills (no slow or heavy mark) runs in ``make test-fast``.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ import pytest
 import gtcache
 from gtcache.policies.verify import verify
 
-pytestmark = [pytest.mark.slow, pytest.mark.heavy]
-
 KILLS = 200
+#: The short variant: a few kills, a few seconds.
+FEW_KILLS = 6
 WRITERS = 2
 
 WRITER = """
@@ -58,6 +60,8 @@ while True:
     )
     store.publish(draft, files)
     published.append(key)
+    if n == 1:
+        print("PUBLISHED", flush=True)
     op = rng.random()
     if op < 0.2:
         store.link_direct(make_key("direct", ingredients), key)
@@ -72,13 +76,12 @@ while True:
 """
 
 
-def test_sigkilled_writers_never_leave_a_torn_entry(tmp_path: pathlib.Path, figures) -> None:
-    root = tmp_path / "store"
-    gtcache.open_store(root)
-    rng = random.Random(20261202)
+def kill_writers(root: pathlib.Path, kills_wanted: int, seed: int) -> int:
+    """Start writers in rounds of WRITERS on ``root`` and SIGKILL each at a random time after
+    its first entry, until ``kills_wanted`` were killed; return how many."""
+    rng = random.Random(seed)
     kills = rounds = 0
-    started = time.monotonic()
-    while kills < KILLS:
+    while kills < kills_wanted:
         rounds += 1
         writers = [
             subprocess.Popen(
@@ -87,8 +90,9 @@ def test_sigkilled_writers_never_leave_a_torn_entry(tmp_path: pathlib.Path, figu
             )
             for i in range(WRITERS)
         ]
-        for writer in writers:
+        for writer in writers:  # each is killed after its first entry, at a random point after it
             assert writer.stdout is not None and writer.stdout.readline().strip() == "READY"
+            assert writer.stdout.readline().strip() == "PUBLISHED"
         for writer in sorted(writers, key=lambda _: rng.random()):
             time.sleep(rng.uniform(0.0, 0.25))
             if writer.poll() is None:
@@ -96,8 +100,11 @@ def test_sigkilled_writers_never_leave_a_torn_entry(tmp_path: pathlib.Path, figu
                 kills += 1
             _, err = writer.communicate()
             assert writer.returncode == -signal.SIGKILL, f"a writer failed on its own:\n{err}"
-    seconds = time.monotonic() - started
+    return kills
 
+
+def check_after_kills(root: pathlib.Path) -> dict[str, int]:
+    """No torn entry, the index agrees, only litter to repair; return what was found."""
     store = gtcache.open_store(root)
     on_disk = sorted(p.name for p in (root / "entries").glob("*/*"))
     torn = 0
@@ -120,11 +127,33 @@ def test_sigkilled_writers_never_leave_a_torn_entry(tmp_path: pathlib.Path, figu
     assert report.ok and report.entries == len(on_disk), "everything that survived verifies"
     assert not any((root / "tmp").iterdir()) and not any((root / "trash").iterdir())
 
+    return {"entries": len(on_disk), "torn": torn, "staging": staging}
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+def test_sigkilled_writers_never_leave_a_torn_entry(tmp_path: pathlib.Path, figures) -> None:
+    root = tmp_path / "store"
+    gtcache.open_store(root)
+    started = time.monotonic()
+    kills = kill_writers(root, KILLS, seed=20261202)
+    seconds = time.monotonic() - started
+    found = check_after_kills(root)
+
     section = "SIGKILL of writing processes"
     figures.add(section, "writers killed at random points", kills)
-    figures.add(section, "entries that survived", len(on_disk))
-    figures.add(section, "torn or half-visible entries", torn)
-    figures.add(section, "staging folders left by kills (removed by verify --repair)", staging)
+    figures.add(section, "entries that survived", found["entries"])
+    figures.add(section, "torn or half-visible entries", found["torn"])
+    figures.add(section, "staging folders left by kills (removed by verify --repair)", found["staging"])
     figures.add(section, "problems verify --repair found besides litter", 0)
     figures.add(section, "index disagreeing with folders", 0)
     figures.add(section, "seconds", round(seconds, 1))
+
+
+def test_a_few_sigkilled_writers_leave_no_torn_entry(tmp_path: pathlib.Path) -> None:
+    """The attack above, short: a few kills."""
+    root = tmp_path / "store"
+    gtcache.open_store(root)
+    assert kill_writers(root, FEW_KILLS, seed=20261203) == FEW_KILLS
+    found = check_after_kills(root)
+    assert found["torn"] == 0 and found["entries"] >= 1

@@ -113,3 +113,139 @@ def test_unknown_method_is_refused(tmp_path: pathlib.Path) -> None:
 
     with pytest.raises(gtcache.GtcacheError, match="Unknown locking method 'lustre'"):
         StoreLock(tmp_path / "x.lock", "lustre")
+
+
+# -- taking over stale lock files (issue 16 bug 7) -----------------------------------------------
+
+
+def _stale_lock_file(path: pathlib.Path) -> None:
+    """A lock file of this very process (as a thread whose heartbeat died leaves), not refreshed for long."""
+    path.write_text(f"{os.getpid()} {socket.gethostname()}\n")
+    old = time.time() - STALE - 5
+    os.utime(path, (old, old))
+
+
+def test_two_contenders_judging_one_stale_lock_end_with_one_holder(tmp_path: pathlib.Path) -> None:
+    # The interleaving forced: B judges the stale lock, then A takes it over and holds the
+    # lock, then B acts on its (now outdated) judgement. Same process, so both holders'
+    # lock files read "pid host" alike; A's new file even gets the freed inode number back.
+    path = tmp_path / "x.lock"
+    _stale_lock_file(path)
+    a, b = StoreLock(path, "files"), StoreLock(path, "files")
+    judged = b._judge_stale()
+    assert judged is not None, "B finds the lock stale"
+    assert not a.acquire(0), "A's first try takes the stale file over"
+    assert a.acquire(0), "A's second try creates its own"
+    b._take_over(judged)
+    assert path.exists() and os.stat(path).st_ino == a._ino, "B must not remove A's fresh lock"
+    assert not b.acquire(0), "exactly one holder"
+    a.release()
+    assert b.acquire(0)
+    b.release()
+
+
+def test_many_threads_on_one_stale_lock_never_hold_it_together(tmp_path: pathlib.Path) -> None:
+    import threading
+
+    path = tmp_path / "x.lock"
+    _stale_lock_file(path)
+    start = threading.Barrier(8)
+    guard = threading.Lock()
+    holding, most, got = 0, 0, 0
+
+    def contend() -> None:
+        nonlocal holding, most, got
+        lock = StoreLock(path, "files")
+        start.wait()
+        if lock.acquire(timeout=20):
+            with guard:
+                holding += 1
+                most = max(most, holding)
+                got += 1
+            time.sleep(0.02)
+            with guard:
+                holding -= 1
+            lock.release()
+
+    threads = [threading.Thread(target=contend) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert (most, got) == (1, 8), "one holder at a time, and every contender got its turn"
+    assert not path.exists() and not list(tmp_path.glob("*.stale-*")) and not list(tmp_path.glob(".clock-*"))
+
+
+def test_a_lock_is_judged_by_the_file_systems_clock_not_this_hosts(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gtcache.store._lock import fs_now, lock_age
+
+    assert abs(fs_now(tmp_path) - time.time()) < 2, "here both clocks are the kernel's"
+    assert lock_age(lock_mtime=1000.0, now=1030.0) == 30.0
+    path = tmp_path / "x.lock"
+    path.write_text(f"12345 not-{socket.gethostname()}\n")  # refreshed just now by a host elsewhere
+    ino = os.stat(path).st_ino
+    real_time = time.time
+    # This host's clock runs 61 s ahead of the file server's (the writer's clock, seen from
+    # here, is 61 s behind): by time.time() the lock looks stale, by the server's it is fresh.
+    monkeypatch.setattr(time, "time", lambda: real_time() + STALE + 1)
+    assert not StoreLock(path, "files").acquire(0.2), "a live lock elsewhere is not broken"
+    assert os.stat(path).st_ino == ino
+
+
+HEARTBEAT_HOLDER = """
+import os, pathlib, sys
+from gtcache.store import _lock
+os.setgroups([]); os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)  # after the imports
+_lock.HEARTBEAT = 0.05
+lock = _lock.StoreLock(pathlib.Path(sys.argv[1]), "files")
+print("HELD" if lock.acquire(5) else "NOT", flush=True)
+sys.stdin.read()
+lock.release()
+"""
+
+
+def test_the_heartbeat_goes_on_through_a_transient_error(tmp_path: pathlib.Path) -> None:
+    import shutil
+    import tempfile
+
+    # The holder runs as nobody, so that taking its folder's permissions away stops it
+    # (root ignores them): a file server that does not answer for a while.
+    base = pathlib.Path(tempfile.mkdtemp(prefix="gtcache-lock-", dir="/tmp"))
+    try:
+        os.chmod(base, 0o755)
+        folder = base / "locks"
+        folder.mkdir()
+        os.chown(folder, 65534, 65534)
+        path = folder / "x.lock"
+        env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+        proc = subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(HEARTBEAT_HOLDER), str(path)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+        )
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "HELD"
+        os.chmod(folder, 0)
+        time.sleep(0.5)  # ten heartbeats fail
+        os.chmod(folder, 0o755)
+        os.utime(path, (1000, 1000))
+        time.sleep(0.5)
+        assert os.stat(path).st_mtime > time.time() - 5, "the holder refreshes its lock again"
+        proc.communicate("", timeout=30)
+        assert proc.returncode == 0
+        assert not path.exists()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("method", ["flock", "files"])
+def test_lock_files_get_the_mode_asked_whatever_the_umask(tmp_path: pathlib.Path, method: str) -> None:
+    lock = StoreLock(tmp_path / "x.lock", method, mode=0o664)
+    old = os.umask(0o077)
+    try:
+        assert lock.acquire(0)
+        assert (os.stat(lock.path).st_mode & 0o777) == 0o664, "group members may lock it too"
+    finally:
+        os.umask(old)
+        lock.release()

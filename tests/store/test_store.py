@@ -11,36 +11,8 @@ import shutil
 import pytest
 
 import gtcache
-from gtcache.keys import make_key
-from gtcache.store import ENTRY_PATH_PATTERN, EntryDraft
-
-SCHEMA = json.loads(
-    (pathlib.Path(__file__).parents[2] / "cache_schema/v1/entry.schema.json").read_text()
-)
-
-
-def draft(name: str = "prog", backend: str = "run_gtfn_cpu", **ingredients: object) -> EntryDraft:
-    ingredients = {"program_ir": name, "backend": backend, "backend_config": "x", **ingredients}
-    return EntryDraft(
-        key=make_key("test", ingredients),
-        ingredients=ingredients,
-        program={"name": name, "module": "tests.synthetic"},
-        backend={"name": backend, "options": {}},
-        device={"type": "CPU", "arch": None},
-        toolchain={"gt4py": "1.2.3", "python_abi": ".cpython-312-x86_64-linux-gnu.so"},
-        artifact={"kind": "roundtrip", "fields": {"source": "program.py", "entry_point_name": name, "column_axis": None, "debug": False}},
-        compile_seconds=1.5,
-    )
-
-
-def publish(store: gtcache.Store, name: str = "prog", payload: bytes = b"print(1)\n", **kw: object) -> gtcache.Entry:
-    return store.publish(draft(name, **kw), {"program.py": payload})
-
-
-def validate(record: dict) -> None:
-    jsonschema = pytest.importorskip("jsonschema")
-    jsonschema.validate(record, SCHEMA)
-
+from gtcache.store import ENTRY_PATH_PATTERN
+from tests.helpers import draft, publish, validate
 
 # -- layout ----------------------------------------------------------------------------
 
@@ -306,3 +278,92 @@ def test_many_processes_create_one_store_at_once(tmp_path: pathlib.Path) -> None
             proc.join(60)
         assert [proc.exitcode for proc in procs] == [0] * 6
         assert gtcache.open_store(root).scan().entries == ()
+
+
+# -- what sits at a key that is not a sound entry (issue 16 bug 2) ----------------------------
+
+
+def test_folder_without_record_is_replaced_by_publish(tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "s")
+    d = draft("blocked")
+    stale = store.entry_path(d.key)
+    stale.mkdir(parents=True)
+    (stale / "program.py").write_bytes(b"half a copy")  # no entry.json: never a sound entry
+    assert store.lookup(d.key) is None
+    entry = store.publish(d, {"program.py": b"print(1)\n"})
+    found = store.get(d.key)
+    store.verify_payload(found)
+    assert found.record == entry.record and (found.path / "program.py").read_bytes() == b"print(1)\n"
+    assert not any((store.root / "trash").iterdir())
+
+
+@pytest.mark.parametrize("what", ["symlink", "file", "dangling"])
+def test_link_or_file_at_a_key_is_replaced_never_followed(tmp_path: pathlib.Path, what: str) -> None:
+    store = gtcache.open_store(tmp_path / "s")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("keep")
+    d = draft("linked")
+    at_key = store.entry_path(d.key)
+    at_key.parent.mkdir(parents=True)
+    if what == "symlink":
+        at_key.symlink_to(outside, target_is_directory=True)
+    elif what == "dangling":
+        at_key.symlink_to(tmp_path / "nowhere")
+    else:
+        at_key.write_text("not a folder")
+    publish(store, "linked")
+    assert not at_key.is_symlink() and at_key.is_dir()
+    store.verify_payload(store.get(d.key))
+    assert sorted(p.name for p in outside.iterdir()) == ["keep.txt"] and (outside / "keep.txt").read_text() == "keep"
+
+
+def test_symlinked_shard_is_refused_by_publish(tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "s")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    d = draft("sharded")
+    (store.root / "entries" / d.key[:2]).symlink_to(outside, target_is_directory=True)
+    with pytest.raises(gtcache.GtcacheError, match="verify --repair"):
+        publish(store, "sharded")
+    assert list(outside.iterdir()) == []
+
+
+# -- usage counters never write a stale record over a new entry (issue 16 bug 6) ---------------
+
+TOUCHER = """
+import sys, time
+import gtcache
+store = gtcache.open_store(sys.argv[1])
+key, seconds = sys.argv[2], float(sys.argv[3])
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    store.touch(key)
+"""
+
+
+def test_touch_racing_remove_and_republish_never_corrupts(tmp_path: pathlib.Path) -> None:
+    import subprocess
+    import sys
+
+    store = gtcache.open_store(tmp_path / "s")
+    key = publish(store, "raced").key
+    togglers = [subprocess.Popen([sys.executable, "-c", TOUCHER, str(store.root), key, "4"]) for _ in range(2)]
+    corrupt = rounds = 0
+    try:
+        while any(p.poll() is None for p in togglers):
+            rounds += 1
+            store.remove([key])
+            # Payloads of other sizes: a stale record over the new entry is always broken.
+            publish(store, "raced", payload=b"y" * (1 + rounds % 7) * 1000)
+            try:
+                store.lookup(key)
+            except gtcache.CorruptEntryError:
+                corrupt += 1
+    finally:
+        for proc in togglers:
+            proc.wait(60)
+    assert [p.returncode for p in togglers] == [0, 0]
+    assert rounds > 50, rounds
+    assert corrupt == 0, f"{corrupt} of {rounds} republished entries were overwritten by a stale record"
+    store.verify_payload(store.get(key))

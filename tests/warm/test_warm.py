@@ -68,7 +68,7 @@ def test_manifest_then_a_fresh_process_compiles_nothing(tmp_path: pathlib.Path) 
     assert report["peak_memory"] > 0
 
     again = json.loads(gtcache_cli(store, "warm", "--manifest", str(manifest), "--json").stdout)
-    assert again["counts"] == {"compiled": 0, "cached": 3, "bypassed": 0, "failed": 0, "timeout": 0}
+    assert again["counts"] == {"compiled": 0, "cached": 3, "bypassed": 0, "failed": 0, "timeout": 0, "unplannable": 0}
 
     for example, backend in (("axpy", "gtfn_cpu"), ("axpy", "roundtrip"), ("edge_diff", "roundtrip")):
         outcomes = load_in_fresh_process(store, example, backend, seed=1, size=SIZE, out_file=tmp_path / "o.npy")
@@ -168,15 +168,86 @@ def test_two_concurrent_warms_leave_one_entry_per_variant(tmp_path: pathlib.Path
     assert sorted(e.program for e in entries) == ["axpy", "edge_diff"] and all(e.ok for e in entries)
 
 
+#: A model run: plain gt4py through the hook (GTCACHE_DIR), programs of gtcache.examples on
+#: the roundtrip backend, one of them with a static argument. Prints the hook's outcomes.
+MODEL_RUN = """
+import json
+import numpy as np
+import gt4py.next as gtx
+from gtcache import examples
+from gtcache.gt4py import active_hook
+
+def main():
+    backend = examples.backend_by_name("roundtrip")
+    for name in ("axpy", "edge_diff"):
+        example = examples.EXAMPLES[name]
+        args, out = example.make_args(32, 0)
+        example.program.with_backend(backend)(*args, offset_provider=example.offset_provider(32))
+        np.testing.assert_allclose(out.asnumpy(), example.reference(args))
+    IDim = examples.IDim
+    a, out = gtx.as_field([IDim], np.arange(4.0)), gtx.as_field([IDim], np.zeros(4))
+    scale = examples.scale_by.with_backend(backend).compile(factor=[3.0], offset_provider={})
+    scale(a, 3.0, out, offset_provider={})
+    assert out.asnumpy().tolist() == [0.0, 3.0, 6.0, 9.0]
+    print("OUTCOMES " + json.dumps([(o.program, o.status) for o in active_hook().outcomes]))
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def model_run(script: pathlib.Path, store: pathlib.Path) -> list[list[str]]:
+    out = run_python(f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')", env={"GTCACHE_DIR": str(store)})
+    outcomes: list[list[str]] = json.loads(next(l for l in out.splitlines() if l.startswith("OUTCOMES ")).removeprefix("OUTCOMES "))
+    return outcomes
+
+
 def test_from_ledger_rewarms_what_runs_used(tmp_path: pathlib.Path) -> None:
+    """A real run fills the ledger; the store is cleared (the ledger stays); warm --from-ledger
+    compiles what the run used; the same run in a fresh process then compiles nothing."""
     store = tmp_path / "store"
-    load_in_fresh_process(store, "axpy", "roundtrip", seed=0, size=8, out_file=tmp_path / "o.npy")
-    gtcache.open_store(store).record_run({"counts": {}, "variants": [
-        {"program": "axpy", "backend": "roundtrip", "key": None, "status": "hit",
-         "spec": {"program": "gtcache.examples:axpy", "backend": "roundtrip", "static_args": {}}},
-    ]})
-    planned = json.loads(gtcache_cli(store, "warm", "--from-ledger", "--dry-run", "--json").stdout)
-    assert [(p["program"], p["backend"], p["status"]) for p in planned] == [("gtcache.examples:axpy", "roundtrip", "cached")]
+    script = write(tmp_path / "model.py", MODEL_RUN)
+    assert model_run(script, store) == [["axpy", "compiled"], ["edge_diff", "compiled"], ["scale_by", "compiled"]]
+    cleared = gtcache_cli(store, "clear", "--yes")
+    assert cleared.returncode == 0 and "Removed 3 entries" in cleared.stdout, cleared.stdout + cleared.stderr
+    assert gtcache.open_store(store).scan().entries == ()
+    assert len(gtcache.open_store(store).ledger_runs()) == 1, "clear keeps the ledger"
+
+    args = ("warm", "--from-ledger", "--grid", "gtcache.examples:ring_offset_provider", "--json")
+    run = gtcache_cli(store, *args)
+    assert run.returncode == 0, run.stdout + run.stderr
+    report = json.loads(run.stdout)
+    assert report["counts"]["compiled"] == 3 and report["counts"]["failed"] == 0, report["counts"]
+    grids = {v["program"]: v["grid"] for v in report["variants"]}
+    assert grids == {"gtcache.examples:axpy": None, "gtcache.examples:scale_by": None,
+                     "gtcache.examples:edge_diff": "gtcache.examples:ring_offset_provider"}, "--grid only where a run used one"
+    assert model_run(script, store) == [["axpy", "hit"], ["edge_diff", "hit"], ["scale_by", "hit"]]
+
+
+def test_warm_then_a_plain_script_compiles_nothing(tmp_path: pathlib.Path) -> None:
+    """The model run above (plain gt4py under GTCACHE_DIR, no gtcache call) after a manifest
+    warm of the variants it uses: every one is loaded, none compiled."""
+    store = tmp_path / "store"
+    manifest = write(tmp_path / "model.toml", """
+        [defaults]
+        backends = ["roundtrip"]
+
+        [[variant]]
+        program = "gtcache.examples:axpy"
+
+        [[variant]]
+        program = "gtcache.examples:edge_diff"
+        grid = "gtcache.examples:ring_offset_provider"
+
+        [[variant]]
+        program = "gtcache.examples:scale_by"
+        static_args = { factor = [3.0] }
+    """)
+    run = gtcache_cli(store, "warm", "--manifest", str(manifest), "--json")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert json.loads(run.stdout)["counts"]["compiled"] == 3
+    script = write(tmp_path / "model.py", MODEL_RUN)
+    assert model_run(script, store) == [["axpy", "hit"], ["edge_diff", "hit"], ["scale_by", "hit"]]
 
 
 def test_dask_cluster_runs_the_jobs(tmp_path: pathlib.Path) -> None:

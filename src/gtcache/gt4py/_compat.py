@@ -9,7 +9,9 @@ between them (1.2.1 -> 1.2.3):
 Everything else used here (``compilation_tasks.make_compilation_task``,
 ``runners``, ``CompiledProgramsPool``, the artifact classes) has the same
 module and signature in both. Other gtcache modules import gt4py only through
-this one.
+this one, but for two: ``gtcache.examples`` (its DSL programs are gt4py code) and
+``gtcache.doctor`` (it imports ``gt4py.next`` as a model run does). ``make lint``
+checks it (the "gt4py" contract in pyproject.toml; docs/architecture.md, "Layers").
 """
 
 from __future__ import annotations
@@ -33,16 +35,23 @@ except ImportError:  # 1.2.1
 
 __all__ = [
     "ARTIFACT_CLASSES",
+    "BACKENDS",
+    "BackendName",
     "GT4PY_VERSION",
+    "KNOWN_GT4PY_VERSIONS",
     "ConcreteProgramDef",
     "Dimension",
     "DimensionKind",
     "DeviceType",
     "artifact_class",
+    "backend",
     "backend_fingerprint",
+    "backend_short_name",
     "closure_vars",
     "fingerprinting",
     "has_custom_compile",
+    "is_backend",
+    "is_program",
     "compilation_tasks",
     "compiled_program",
     "ir_fingerprint",
@@ -52,6 +61,9 @@ __all__ = [
 ]
 
 GT4PY_VERSION: str = gt4py.__version__
+#: The gt4py releases this module was checked against (the test suite fails on any other:
+#: a new release needs its internals read before it is added here).
+KNOWN_GT4PY_VERSIONS = ("1.2.1", "1.2.2", "1.2.3")
 DeviceType = core_defs.DeviceType
 Dimension = common.Dimension
 DimensionKind = common.DimensionKind
@@ -81,6 +93,49 @@ def artifact_kind(artifact: object) -> str | None:
         if cls.__module__ == module_name and cls.__qualname__ == class_name:
             return kind
     return None
+
+
+@dataclasses.dataclass(frozen=True)
+class BackendName:
+    """Where gt4py defines a backend (imported on first use: dace is slow to import) and the
+    ``name`` the backend object has (how a program's own backend is named back)."""
+
+    module: str
+    attribute: str
+    name: str
+
+
+#: gtcache's short backend names (``gtcache warm --backend``, manifests, the ledger) -> gt4py's.
+BACKENDS: dict[str, BackendName] = {
+    "gtfn_cpu": BackendName("gt4py.next", "gtfn_cpu", "run_gtfn_cpu"),
+    "gtfn_gpu": BackendName("gt4py.next", "gtfn_gpu", "run_gtfn_gpu"),
+    "dace_cpu": BackendName("gt4py.next.program_processors.runners.dace", "run_dace_cpu", "run_dace_cpu_opt"),
+    "dace_gpu": BackendName("gt4py.next.program_processors.runners.dace", "run_dace_gpu", "run_dace_gpu_opt"),
+    "roundtrip": BackendName("gt4py.next", "itir_python", "roundtrip"),
+}
+
+
+def backend(short_name: str) -> Any:
+    """The gt4py backend of a short name in ``BACKENDS`` (``KeyError`` for another)."""
+    where = BACKENDS[short_name]
+    return getattr(importlib.import_module(where.module), where.attribute)
+
+
+def backend_short_name(backend: object) -> str | None:
+    """The short name of one of gt4py's own backends, by its ``name``; None for any other."""
+    name = str(getattr(backend, "name", ""))
+    return next((short for short, where in BACKENDS.items() if where.name == name), None)
+
+
+def is_backend(value: object) -> bool:
+    return isinstance(value, gtx_backend.Backend)
+
+
+def is_program(value: object) -> bool:
+    """A ``@gtx.program`` (looked up on each call: importing dace's backend replaces the class)."""
+    from gt4py.next.ffront import decorator
+
+    return isinstance(value, decorator.Program)
 
 
 #: Strict (cross-process, by-reference) fingerprint of lowered IR that skips source

@@ -13,14 +13,15 @@ import collections
 import concurrent.futures
 import dataclasses
 import functools
+import logging
+import pathlib
 import sys
 import threading
 import time
 import warnings
-import logging
-import pathlib
+import weakref
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from gtcache.errors import CorruptEntryError, GtcacheError, UnsupportedArtifactError
 from gtcache.gt4py import _compat
@@ -33,15 +34,26 @@ from gtcache.gt4py.ingredients import (
     direct_ingredients,
     make_key,
 )
-from gtcache.policies.limits import Limits, enforce_limits
-from gtcache.store import Store, now_iso
-from gtcache.store._lock import StoreLock
+from gtcache.store import Store, StoreLock, now_iso
 
-__all__ = ["GtcacheWarning", "Hook", "Outcome"]
+if TYPE_CHECKING:  # imported only when used: the remote tiers (and bundles) when GTCACHE_REMOTE
+    # is set, the size cap at the first publish
+    from gtcache.gt4py._remote import RemoteTiers
+    from gtcache.policies.limits import Limits
+
+__all__ = ["GtcacheWarning", "Hook", "Outcome", "PROCESS_RUN", "ProcessRun"]
 
 
 class GtcacheWarning(UserWarning):
     """A cache problem that did not stop the program (it compiled without the cache)."""
+
+
+#: What happened to a variant: "hit", "compiled" (and published unless the outcome's
+#: ``detail`` says otherwise), "bypassed" (gt4py compiled, nothing stored) or "failed" (gt4py's
+#: compilation raised); when only planning: "cached", "missing" or "unplannable".
+OutcomeStatus = Literal["hit", "compiled", "bypassed", "failed", "cached", "missing", "unplannable"]
+#: Which key found a hit: "direct" (no lowering) or "build" (found after lowering).
+HitVia = Literal["direct", "build"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,13 +62,12 @@ class Outcome:
 
     program: str
     backend: str
-    #: "hit", "compiled" (and published unless ``detail`` says otherwise), "bypassed"
-    #: (gt4py compiled, nothing stored) or "failed" (gt4py's compilation raised).
-    status: str
+    #: See ``OutcomeStatus`` ("unplannable": no key without compiling; ``detail`` says why).
+    status: OutcomeStatus
     key: str | None
     seconds: float
     #: For hits: "direct" (no lowering) or "build" (found after lowering).
-    via: str | None = None
+    via: HitVia | None = None
     detail: str | None = None
     #: For hits: the part of ``seconds`` spent in gt4py's ``backend.load_artifact``.
     load_seconds: float = 0.0
@@ -120,9 +131,14 @@ class Hook:
         #: in place, or copied into ``store`` first with ``promote``.
         self.tiers = tiers
         self.promote = promote
+        #: Remote tiers tried after ``store`` and ``tiers`` (a hit is copied into ``store``).
+        self.remote: RemoteTiers | None = None
         self.serial = serial
         self.self_check = self_check
         self.limits = limits
+        #: Resolves ``limits`` when a publish first needs them (reading the store's
+        #: ``gtcache.toml`` and importing the policies is not a hit's work).
+        self.limits_from: Callable[[], Limits | None] | None = None
         #: How to lock the store, and how long to wait for another process compiling a variant.
         self.locking = locking
         self.wait = wait
@@ -154,9 +170,12 @@ class Hook:
         warnings.warn(f"gtcache: {reason} ({consequence})", GtcacheWarning, stacklevel=4)
 
     def _record(self, outcome: Outcome) -> None:
+        """Keep what happened to a variant; one INFO line on the ``gtcache`` logger when enabled."""
         with self._lock:
             self.outcomes.append(outcome)
             self.counts[outcome.status] += 1
+        if _log.isEnabledFor(logging.INFO):  # nothing is formatted otherwise
+            _log.info("gtcache: %s", _describe(outcome))
 
     def flush_usage(self) -> None:
         """Write the hit counts gathered in memory into the entries (once, not per hit)."""
@@ -167,22 +186,27 @@ class Hook:
                 self.store.touch(key, hits=count)
 
     def close(self) -> None:
-        """Flush usage counters and add this run to the store's stats ledger. Never raises."""
+        """Flush usage counters; hand this hook's outcomes to the process's ledger entry
+        (``PROCESS_RUN``, written at exit). Never raises."""
         try:
             self.flush_usage()
-            with self._lock:
-                outcomes = self.outcomes[self._recorded:]
-                self._recorded = len(self.outcomes)
-            if self.store is not None and outcomes and not self.plan_only:
-                self.store.record_run(_run_summary(self.started, outcomes))
         except Exception as error:  # at exit, a cache problem must stay a warning
             self.warn_once(f"cannot record usage in '{getattr(self.store, 'root', '?')}': {error!r}")
+        if self.remote is not None:
+            self.remote.flush()
+        with self._lock:
+            outcomes = self.outcomes[self._recorded:]
+            self._recorded = len(self.outcomes)
+        if self.store is not None and outcomes and not self.plan_only:
+            PROCESS_RUN.add(self.store, self.started, outcomes)
 
     # -- the task factory ----------------------------------------------------------------
 
     def make_task(
         self, original: Callable[..., Any], backend: Any, definition_stage: Any, cta: Any
     ) -> Any:
+        if self.plan_only:
+            return self._plan_task(original, backend, definition_stage, cta)
         start = time.perf_counter()
         if self.opener is not None:
             self._open()
@@ -198,8 +222,6 @@ class Hook:
             return original(backend, definition_stage, cta)
 
         direct_key = self._direct_key(backend, definition_stage, cta)
-        if self.plan_only:
-            return self._plan(original, backend, definition_stage, cta, program, name)
         if direct_key is not None:
             for store in stores:
                 build_key = store.resolve_direct(direct_key)
@@ -210,6 +232,10 @@ class Hook:
                     if store is not self.store and self.promote:
                         self._link(direct_key, build_key)
                     return self._served(program, name, build_key, loaded, start, "direct", spec)
+            if not self.self_check and (served := self._from_remote_direct(
+                program, name, direct_key, backend, start, spec
+            )) is not None:
+                return served
 
         task = original(backend, definition_stage, cta)  # gt4py lowers the program here
         try:
@@ -230,13 +256,32 @@ class Hook:
             self.warn_once(f"cannot publish to '{self.store.root}': it is not writable")
             return task
         lock = self._claim(key, program["name"])
-        if lock is not None and (loaded := self._load(self.store, key, backend)) is not None:
-            lock.release()  # another process compiled it while this one waited
-            self._link(direct_key, key)
-            return self._served(program, name, key, loaded, start, "build", spec, "waited for another process")
-        if self.explain:
-            self._explain(program, name, key, ingredients)
-        variant = _Variant(program, name, key, ingredients, direct_key, start, spec, lock)
+        if lock is None:
+            if (served := self._from_remote(program, name, key, direct_key, backend, start, spec)) is not None:
+                return served
+            return self._publishing(task, _Variant(program, name, key, ingredients, direct_key, start, spec))
+        try:
+            if (loaded := self._load(self.store, key, backend)) is not None:
+                lock.release()  # another process compiled it while this one waited
+                self._link(direct_key, key)
+                return self._served(program, name, key, loaded, start, "build", spec, "waited for another process")
+            # Under the compile lock: ranks of one node asking for one key download it once.
+            if (served := self._from_remote(program, name, key, direct_key, backend, start, spec)) is not None:
+                lock.release()
+                return served
+            if self.explain:
+                self._explain(program, name, key, ingredients)
+            published = self._publishing(task, _Variant(program, name, key, ingredients, direct_key, start, spec, lock))
+            # Released when the task is published (``_publish``), when submitting it fails
+            # (``submit``), or at the latest when gt4py drops a task it never submitted.
+            weakref.finalize(published, lock.release)
+            return published
+        except BaseException:
+            lock.release()
+            raise
+
+    @staticmethod
+    def _publishing(task: Any, variant: _Variant) -> _PublishingTask:
         return _PublishingTask(
             name=task.name,
             construct_compilable=task.construct_compilable,
@@ -245,25 +290,44 @@ class Hook:
             variant=variant,
         )
 
-    def _plan(
-        self, original: Callable[..., Any], backend: Any, definition_stage: Any, cta: Any,
-        program: dict[str, str], name: str,
-    ) -> _ServedTask:
-        """Lower, compute the build key, look it up; hand gt4py a placeholder, compile nothing."""
-        assert self.store is not None
-        ingredients = build_ingredients(backend, original(backend, definition_stage, cta).construct_compilable(False))
-        key = make_key(BUILD_KEY_KIND, ingredients)
+    def unplannable(self, definition_stage: Any, backend: Any, reason: str) -> _ServedTask:
+        """Planning could not compute a variant's key: say why, hand gt4py a placeholder."""
+        program = getattr(definition_stage.definition, "__name__", "?")
+        self._record(Outcome(program, backend_name(backend), "unplannable", None, 0.0, detail=reason))
+        return _placeholder(program)
+
+    def _plan_task(self, original: Callable[..., Any], backend: Any, definition_stage: Any, cta: Any) -> _ServedTask:
+        """Planning: lower, compute the build key, look it up; hand gt4py a placeholder.
+
+        Never compiles. gt4py's own lowering errors propagate (the program's, reported
+        "failed" by ``warm.plan``); any other problem, and a backend whose key would need
+        its custom ``compile``, is an "unplannable" outcome saying why.
+        """
         try:
-            stored = self.store.lookup(key) is not None
-        except CorruptEntryError:
-            stored = False
+            if self.opener is not None:
+                self._open()
+            if self.store is None:
+                raise GtcacheError("no store to plan against")
+            if _compat.has_custom_compile(backend):
+                return self.unplannable(definition_stage, backend, "the backend has a custom compile")
+        except Exception as error:
+            return self.unplannable(definition_stage, backend, f"{type(error).__name__}: {error}")
+        task = original(backend, definition_stage, cta)  # gt4py lowers here; nothing compiles
+        try:
+            definition = definition_stage.definition
+            program = definition.__name__
+            ingredients = build_ingredients(backend, task.construct_compilable(False))
+            key = make_key(BUILD_KEY_KIND, ingredients)
+            try:
+                stored = self.store.lookup(key) is not None
+            except CorruptEntryError:
+                stored = False
+        except Exception as error:  # said, never compiled instead
+            return self.unplannable(definition_stage, backend, f"{type(error).__name__}: {error}")
         self._record(Outcome(
-            program["name"], name, "cached" if stored else "missing", key, 0.0, ingredients=ingredients
+            program, backend_name(backend), "cached" if stored else "missing", key, 0.0, ingredients=ingredients
         ))
-        return _ServedTask(
-            name=program["name"], construct_compilable=_nothing, executor=_nothing,
-            no_offload_reason="planned by gtcache", served=LoadedArtifact(_planned_only),
-        )
+        return _placeholder(program)
 
     def _explain(self, program: dict[str, str], backend: str, key: str, ingredients: Mapping[str, Any]) -> None:
         assert self.store is not None
@@ -285,6 +349,56 @@ class Hook:
                     self.opener()
                 finally:
                     self.opener = None
+
+    def _writable_remote(self) -> RemoteTiers | None:
+        """The remote tiers, when there are any and a writable store to copy their entries into."""
+        if self.remote is None or self.store is None or self.store.read_only:
+            return None
+        return self.remote
+
+    def _from_remote_direct(
+        self, program: dict[str, str], name: str, direct_key: str, backend: Any, start: float,
+        spec: dict[str, Any] | None,
+    ) -> _ServedTask | None:
+        """The entry a remote's direct link names: fetched under its compile lock (the ranks
+        of one node that miss it download it once), then loaded from the store."""
+        if (remote := self._writable_remote()) is None:
+            return None
+        assert self.store is not None
+        found = remote.resolve_direct(direct_key)
+        if found is None:
+            return None
+        build_key, source = found
+        lock = self._claim(build_key, program["name"])
+        try:
+            loaded = self._load(self.store, build_key, backend)  # another process fetched it meanwhile?
+            detail = None
+            if loaded is None and remote.fetch_from(source, self.store, build_key):
+                loaded = self._load(self.store, build_key, backend)
+                detail = f"from remote '{source.name}'"
+        finally:
+            if lock is not None:
+                lock.release()
+        if loaded is None:
+            return None
+        self._link(direct_key, build_key)
+        return self._served(program, name, build_key, loaded, start, "direct", spec, detail)
+
+    def _from_remote(
+        self, program: dict[str, str], name: str, key: str, direct_key: str | None, backend: Any, start: float,
+        spec: dict[str, Any] | None,
+    ) -> _ServedTask | None:
+        """Entry ``key`` from a remote: copied into the store, then loaded from there."""
+        if (remote := self._writable_remote()) is None:
+            return None
+        assert self.store is not None
+        found = remote.fetch(self.store, key)
+        if found is None or (loaded := self._load(self.store, key, backend)) is None:
+            return None
+        self._link(direct_key, key)
+        if direct_key is not None:
+            remote.push(self.store, key, direct_key)  # the remote learns the direct link too
+        return self._served(program, name, key, loaded, start, "build", spec, f"from remote '{found.name}'")
 
     def _stores(self) -> tuple[Store, ...]:
         return (self.store, *self.tiers) if self.store is not None else self.tiers
@@ -375,7 +489,7 @@ class Hook:
             self.warn_once(f"cannot write to '{self.store.root}': {error}")
 
     def _served(
-        self, program: dict[str, str], backend: str, key: str, loaded: _Loaded, start: float, via: str,
+        self, program: dict[str, str], backend: str, key: str, loaded: _Loaded, start: float, via: HitVia,
         spec: dict[str, Any] | None, detail: str | None = None,
     ) -> _ServedTask:
         seconds = time.perf_counter() - start
@@ -398,19 +512,25 @@ class Hook:
             future: concurrent.futures.Future[Any] = concurrent.futures.Future()
             future.set_result(task.served)
             return future
-        runner = _compat.runners.SerialRunner() if self.serial else original_runner()
-        inner = runner.submit(task)
-        if not isinstance(task, _PublishingTask) or task.variant is None:
+        variant = task.variant if isinstance(task, _PublishingTask) else None
+        try:
+            runner = _compat.runners.SerialRunner() if self.serial else original_runner()
+            inner = runner.submit(task)
+        except BaseException:
+            if variant is not None and variant.lock is not None:
+                variant.lock.release()  # nothing will publish it: others must not wait for it
+            raise
+        if variant is None:
             return inner
         # gt4py waits on 'outer', which completes only after the artifact is published:
         # once a program has its variant, the store has it too (and a process that exits
         # right after its last compile still publishes everything).
         outer: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        inner.add_done_callback(functools.partial(self._publish, task.variant, outer))
+        inner.add_done_callback(functools.partial(self._publish, variant, outer, task))  # (keeps the task alive)
         return outer
 
     def _publish(
-        self, variant: _Variant, outer: concurrent.futures.Future[Any],
+        self, variant: _Variant, outer: concurrent.futures.Future[Any], _task: Any,
         inner: concurrent.futures.Future[Any],
     ) -> None:
         try:
@@ -431,7 +551,8 @@ class Hook:
         if future.cancelled() or future.exception() is not None:
             self._record(Outcome(name, variant.backend, "failed", variant.key, seconds, spec=variant.spec))
             return
-        status, detail = "compiled", None
+        status: OutcomeStatus = "compiled"
+        detail: str | None = None
         try:
             assert self.store is not None
             publish_artifact(
@@ -439,6 +560,8 @@ class Hook:
                 program=variant.program, compile_seconds=seconds,
             )
             self._link(variant.direct_key, variant.key)
+            if self.remote is not None:
+                self.remote.push(self.store, variant.key, variant.direct_key)
             self._enforce_limits()
         except UnsupportedArtifactError as error:
             status, detail = "bypassed", str(error)
@@ -450,17 +573,94 @@ class Hook:
 
     def _enforce_limits(self) -> None:
         """The size cap, after a publish; at most every few seconds per process."""
+        if self.limits_from is not None:
+            self.limits, self.limits_from = self.limits_from(), None
         if self.limits is None or not self.limits.active or self.store is None:
             return
         now = time.monotonic()
         if now - self._limits_checked < _LIMITS_INTERVAL:
             return
         self._limits_checked = now
+        from gtcache.policies.limits import enforce_limits
+
         enforce_limits(self.store, self.limits, locking=self.locking)
 
 
 #: Seconds between two size-cap checks of one process.
 _LIMITS_INTERVAL = 10.0
+
+
+class ProcessRun:
+    """Every outcome of this process's hooks, by store: one ledger entry per store and process.
+
+    Hooks hand their outcomes over when they close (``serving`` / ``compile_variant``
+    close one hook per call); ``write_ledgers`` runs once, at exit (``gtcache.gt4py.hook``).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._started: dict[pathlib.Path, str] = {}
+        self._pending: dict[pathlib.Path, tuple[Store, list[Outcome]]] = {}
+        #: Everything this process served or compiled, for the exit report.
+        self.outcomes: list[Outcome] = []
+        self.roots: list[pathlib.Path] = []
+
+    def add(self, store: Store, started: str, outcomes: list[Outcome]) -> None:
+        with self._lock:
+            self._started.setdefault(store.root, started)
+            self._pending.setdefault(store.root, (store, []))[1].extend(outcomes)
+            self.outcomes.extend(outcomes)
+            if store.root not in self.roots:
+                self.roots.append(store.root)
+
+    def write_ledgers(self) -> None:
+        """Write one ledger file per store this process used (a warning if one cannot be written)."""
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        for root, (store, outcomes) in pending.items():
+            if not root.is_dir():  # the store was removed while the process ran: nothing to record in
+                continue
+            try:
+                store.record_run(_run_summary(self._started[root], outcomes))
+            except Exception as error:  # at exit, a cache problem must stay a warning
+                warnings.warn(
+                    f"gtcache: cannot record usage in '{root}': {error!r} (this run is not in 'gtcache stats')",
+                    GtcacheWarning, stacklevel=2,
+                )
+
+    def report(self) -> str | None:
+        """The one-line summary ``GTCACHE_REPORT=1`` prints at exit (None: nothing happened)."""
+        with self._lock:
+            outcomes, roots = list(self.outcomes), list(self.roots)
+        if not outcomes:
+            return None
+        counts = collections.Counter(o.status for o in outcomes)
+        spent = sum(o.seconds for o in outcomes)
+        saved = sum(o.saved_seconds for o in outcomes if o.status == "hit")
+        stores = ", ".join(f"'{root}'" for root in roots)
+        return (
+            f"gtcache: {counts['hit']} hits, {counts['compiled']} compiled, {counts['bypassed']} bypassed,"
+            f" {counts['failed']} failed; {spent:.2f} s spent, {saved:.2f} s of compiling saved (store {stores})."
+        )
+
+
+#: This process's run (one per process).
+PROCESS_RUN = ProcessRun()
+
+
+def _describe(outcome: Outcome) -> str:
+    """The log line of one outcome: status, program, backend, key, milliseconds, seconds saved."""
+    text = f"{outcome.status} '{outcome.program}' ({outcome.backend})"
+    if outcome.key:
+        text += f", key {outcome.key[:12]}"
+    text += f", {outcome.seconds * 1000:.1f} ms"
+    if outcome.status == "hit":
+        text += f", {outcome.saved_seconds:.2f} s saved"
+        if outcome.via:
+            text += f" ({outcome.via} key)"
+    if outcome.detail:
+        text += f"; {outcome.detail}"
+    return text + "."
 
 
 def _run_summary(started: str, outcomes: list[Outcome]) -> dict[str, Any]:
@@ -500,9 +700,7 @@ def _planned_only(*_args: Any, **_kwargs: Any) -> None:
 
 def _variant_spec(program: Mapping[str, str], backend: Any, cta: Any) -> dict[str, Any] | None:
     """The variant as ``gtcache warm`` names it, or None when it cannot be named."""
-    from gtcache.warm._discover import short_backend_name
-
-    short = short_backend_name(backend)
+    short = _compat.backend_short_name(backend)
     if short is None or not program["module"]:
         return None
     static: dict[str, Any] = {}
@@ -512,7 +710,19 @@ def _variant_spec(program: Mapping[str, str], backend: Any, cta: Any) -> dict[st
                 value = getattr(descriptor, "value", None)
                 if value is not None:
                     static[param] = value.item() if hasattr(value, "item") else value
-    return {"program": f"{program['module']}:{program['name']}", "backend": short, "static_args": static}
+    # The offsets the run's offset provider named (not their tables): a variant compiled with
+    # none must be warmed with none, or its key differs (``warm --from-ledger --grid``).
+    offsets = sorted(str(name) for name in (getattr(cta, "offset_provider", None) or {}))
+    return {"program": f"{program['module']}:{program['name']}", "backend": short, "static_args": static,
+            "offsets": offsets}
+
+
+def _placeholder(program: str) -> _ServedTask:
+    """What gt4py gets for a variant that was only planned: nothing to run, nothing compiled."""
+    return _ServedTask(
+        name=program, construct_compilable=_nothing, executor=_nothing,
+        no_offload_reason="planned by gtcache", served=LoadedArtifact(_planned_only),
+    )
 
 
 def _nothing(_compilable: Any) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,12 +31,36 @@ class LoadedArtifact:
 def artifact_of(entry: Entry, *, store: Store) -> Any:
     """Check an entry's files against their checksums and rebuild its artifact."""
     store.verify_payload(entry)
-    return codecs.decode(entry.record.artifact, entry.path)
+    return codecs.decode(
+        entry.record.artifact, entry.path, files={f.path for f in entry.record.files}, key=entry.key
+    )
 
 
 def load_entry(entry: Entry, backend: Any, *, store: Store) -> Callable[..., Any]:
     """Check an entry's files against their checksums, rebuild its artifact and load it."""
     return backend.load_artifact(artifact_of(entry, store=store))  # type: ignore[no-any-return]
+
+
+def _gpu_runtime(files: Mapping[str, Any], kind: str, version: str | None) -> str:
+    """The GPU runtime library a payload needs: the shared one it names (``libcudart.so.13``,
+    ``libamdhip64.so.6``), else the toolkit's, linked in (CMake's default for CUDA): then the
+    node's driver must support that toolkit version."""
+    marker = b"libcudart.so." if kind == "cuda" else b"libamdhip64.so."
+    for name, source in files.items():
+        if ".so" not in name:
+            continue
+        try:
+            data = source if isinstance(source, bytes) else pathlib.Path(source).read_bytes()
+        except OSError:
+            continue
+        at = data.find(marker)
+        if at >= 0:
+            end = at + len(marker)
+            while end < len(data) and data[end : end + 1] in b"0123456789.":
+                end += 1
+            return data[at:end].decode("ascii").rstrip(".")
+    name = "CUDA" if kind == "cuda" else "HIP"
+    return f"static ({name} {version or '?'}: the driver must support it)"
 
 
 def publish_artifact(
@@ -56,6 +81,11 @@ def publish_artifact(
     }
     if toolchain.get("cxx"):  # readable, for the record only (not a key ingredient)
         toolchain["cxx_version"] = _toolchain.compiler_version()
+    kind = _toolchain.gpu_kind(str(ingredients.get("device", {}).get("type", "CPU")))
+    if kind is not None:  # for the record: the toolkit's version and the runtime the payload needs
+        version = _toolchain.toolkit_version(kind)
+        toolchain["toolkit_version"] = version
+        toolchain["gpu_runtime"] = _gpu_runtime(encoded.files, kind, version)
     draft = EntryDraft(
         key=key,
         ingredients=dict(ingredients),

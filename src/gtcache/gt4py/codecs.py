@@ -4,16 +4,23 @@ An entry never needs ``pickle``: every artifact field is a path, a string, a
 flag or an enum, so ``encode`` describes it as JSON (paths as names of files
 inside the entry) and ``decode`` rebuilds it with paths under the entry folder
 the store holds now, wherever that is.
+
+An entry names only its own files: every path a description holds (gtfn
+``module``; dace ``library``, its stub ``libdacestub_*`` and ``sdfg``; roundtrip
+``source``) must be a plain file name listed in the entry's ``files``. ``decode``
+checks that before it opens anything and raises ``CorruptEntryError`` otherwise
+(the store's record validation checks the same fields, so such an entry is
+listed as broken and never looked up as sound).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import pathlib
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from gtcache.errors import UnsupportedArtifactError
+from gtcache.errors import CorruptEntryError, UnsupportedArtifactError
 from gtcache.gt4py import _compat
 
 __all__ = ["EncodedArtifact", "decode", "encode"]
@@ -48,13 +55,20 @@ def encode(artifact: object, *, device_arch: str | None = None) -> EncodedArtifa
     )
 
 
-def decode(description: Mapping[str, Any], entry_path: pathlib.Path) -> object:
-    """Rebuild the artifact an entry describes, with paths inside ``entry_path``."""
+def decode(description: Mapping[str, Any], entry_path: pathlib.Path, *, files: Collection[str], key: str = "?") -> object:
+    """Rebuild the artifact an entry describes, with paths inside ``entry_path``.
+
+    ``files``: the names the entry's record lists. A description naming any other
+    path (``../x``, ``/abs``, a name not listed) is ``CorruptEntryError`` for ``key``.
+    """
     kind = description.get("kind")
     if kind not in _DECODERS:
         raise UnsupportedArtifactError(f"unknown artifact kind {kind!r}.")
     fields = description["fields"]
     try:
+        for name in _FILE_NAMES[kind](fields):
+            if not isinstance(name, str) or name not in files or "/" in name or name in (".", ".."):
+                raise CorruptEntryError(key, f"its '{kind}' artifact names {name!r}, which is not a file of the entry.")
         return _DECODERS[kind](fields, entry_path)
     except (KeyError, TypeError, ValueError) as error:
         raise UnsupportedArtifactError(f"bad '{kind}' artifact description ({error!r}).") from None
@@ -150,5 +164,19 @@ def _decode_roundtrip(fields: Mapping[str, Any], entry_path: pathlib.Path) -> ob
     )
 
 
+def _dace_files(fields: Mapping[str, Any]) -> tuple[Any, ...]:
+    library = fields["library"]
+    if not (isinstance(library, str) and library.startswith("lib")):
+        return (library, None)  # no stub can be beside it: never loadable
+    return (library, "libdacestub_" + library[3:], fields["sdfg"])
+
+
+#: The entry files each kind's description names (gt4py loads the dace stub from beside
+#: the library, so it counts too).
+_FILE_NAMES: dict[str, Callable[[Mapping[str, Any]], tuple[Any, ...]]] = {
+    "gtfn": lambda fields: (fields["module"],),
+    "dace": _dace_files,
+    "roundtrip": lambda fields: (fields["source"],),
+}
 _ENCODERS = {"gtfn": _encode_gtfn, "dace": _encode_dace, "roundtrip": _encode_roundtrip}
 _DECODERS = {"gtfn": _decode_gtfn, "dace": _decode_dace, "roundtrip": _decode_roundtrip}

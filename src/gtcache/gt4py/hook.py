@@ -25,18 +25,24 @@ from __future__ import annotations
 import atexit
 import concurrent.futures
 import contextlib
+import dataclasses
 import functools
+import logging
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gtcache.errors import GtcacheError
+from gtcache.errors import GtcacheError, UntrustedStoreError
 from gtcache.gt4py import _compat
-from gtcache.gt4py._hook import GtcacheWarning, Hook, Outcome
-from gtcache.policies.limits import Limits
+from gtcache.gt4py._hook import PROCESS_RUN, GtcacheWarning, Hook, Outcome
 from gtcache.settings import Settings
-from gtcache.store import Store, open_store
+from gtcache.store import Store, TrustPolicy, open_store
+
+if TYPE_CHECKING:
+    from gtcache.gt4py._remote import RemoteTiers
+    from gtcache.policies.limits import Limits
 
 __all__ = [
     "GtcacheWarning",
@@ -44,6 +50,7 @@ __all__ = [
     "Outcome",
     "active_hook",
     "install",
+    "install_at_startup",
     "installed",
     "serving",
     "uninstall",
@@ -68,6 +75,9 @@ class _Runner:
 
 _state_lock = threading.RLock()
 _active: Hook | None = None
+#: The hook ``install`` made, the settings it was made with (as ``_same_install`` compares
+#: them) and whether the start-up hook made it (an explicit ``install`` then replaces it).
+_installed: tuple[Hook, Settings, bool] | None = None
 _originals: dict[str, Callable[..., Any]] = {}
 
 
@@ -87,6 +97,8 @@ def _patch() -> None:
         try:
             return hook.make_task(original_factory, backend, definition_stage, compile_time_args)
         except Exception as error:  # never break the user's program over the cache
+            if hook.plan_only:  # only gt4py's own lowering errors get here: the program's
+                raise
             hook.warn_once(f"lookup failed: {error!r}")
             return original_factory(backend, definition_stage, compile_time_args)
 
@@ -116,33 +128,73 @@ def install(
     index_dir: str | os.PathLike[str] | None = None,
     settings: Settings | None = None,
 ) -> Hook:
-    """Serve every gt4py compilation of this process from a store (idempotent per store).
+    """Serve every gt4py compilation of this process from a store.
 
     The store comes from ``settings``, else ``cache_dir`` / ``index_dir``, else the
     environment (``GTCACHE_DIR``, ...). A store that cannot be opened is a warning:
     the hook then passes everything through to gt4py.
+
+    Installing again with the same settings returns the installed hook. With other
+    settings it raises ``GtcacheError`` (``uninstall()`` first), except over the start-up
+    hook's install (``GTCACHE_DIR``): arguments win over the environment, and replace it.
     """
-    global _active
     settings = settings or Settings.from_env(cache_dir=cache_dir, index_dir=index_dir)
+    return _install(settings, by_startup=False)
+
+
+def install_at_startup(settings: Settings) -> Hook:
+    """``install`` as the start-up hook does it (``gtcache._autoload``): it never replaces
+    an install, and a later explicit ``install`` with other settings replaces it."""
+    return _install(settings, by_startup=True)
+
+
+def _install(settings: Settings, *, by_startup: bool) -> Hook:
+    global _active, _installed
     with _state_lock:
         current = _active
-        if current is not None and current.cache_dir == settings.cache_dir:
-            return current
-        if current is not None:
+        if current is not None and _installed is not None and current is _installed[0]:
+            _, installed_with, installed_at_startup = _installed
+            if _same_install(installed_with, settings):
+                if not by_startup:
+                    _installed = (current, installed_with, False)
+                return current
+            if by_startup:
+                return current
+            if not installed_at_startup:
+                raise GtcacheError(
+                    f"gtcache is already installed with other settings (store '{installed_with.cache_dir}');"
+                    f" call gtcache.uninstall() before installing it for '{settings.cache_dir}'."
+                )
             current.close()
+        elif current is not None:
+            raise GtcacheError(
+                "gtcache.install() inside 'with gtcache.installed()' (or serving()); install before or after it."
+            )
         hook = _new_hook(settings)
         _patch()
         _active = hook
+        _installed = (hook, settings, by_startup)
         return hook
+
+
+def _same_install(a: Settings, b: Settings) -> bool:
+    """Whether two settings make the same hook (what turns the start-up hook on, and the
+    bundle variables, do not matter to it)."""
+
+    def hook_part(s: Settings) -> Settings:
+        return dataclasses.replace(s, enabled=False, bundle_key=None, bundle_require_signed="", source_date_epoch="")
+
+    return hook_part(a) == hook_part(b)
 
 
 def uninstall() -> None:
     """Stop serving from the store; gt4py compiles on its own again."""
-    global _active
+    global _active, _installed
     with _state_lock:
         if _active is not None:
             _active.close()
         _active = None
+        _installed = None
         _unpatch()
 
 
@@ -154,17 +206,21 @@ def installed(
 
 
 def serving(
-    store: Store, *, self_check: bool = False, plan_only: bool = False
+    store: Store, *, self_check: bool = False, plan_only: bool = False, settings: Settings | None = None
 ) -> contextlib.AbstractContextManager[Hook]:
     """Serve compilations started in a ``with`` block from ``store``, serially, in this thread.
 
-    ``plan_only``: compute keys and look them up, compile nothing.
+    ``plan_only``: compute keys and look them up, compile nothing (a variant whose key
+    cannot be computed without compiling is an "unplannable" outcome saying why).
+    ``settings``: locking, waiting, logging and the size cap (default: the environment's,
+    ``Settings.from_env()``); their store and hook switches are not used: ``store`` is.
     """
-    settings = Settings.from_env()
+    settings = settings if settings is not None else Settings.from_env()
+    _configure_output(settings)
     hook = Hook(
         store, serial=True, self_check=self_check, plan_only=plan_only, locking=settings.locking, wait=settings.wait
     )
-    hook.limits = _limits(hook, store)
+    hook.limits_from = functools.partial(_limits, hook, store, settings)
     return _activated(hook)
 
 
@@ -185,8 +241,32 @@ def _activated(hook: Hook) -> Iterator[Hook]:
                 _unpatch()
 
 
+#: The handler ``GTCACHE_LOG`` put on the ``gtcache`` logger (one per process).
+_log_handler: logging.Handler | None = None
+#: Print the summary line at exit (``GTCACHE_REPORT=1``).
+_report = False
+
+
+def _configure_output(settings: Settings) -> None:
+    """``GTCACHE_LOG``: a stderr handler on the ``gtcache`` logger; ``GTCACHE_REPORT``: the exit line."""
+    global _log_handler, _report
+    _report = _report or settings.report
+    if settings.log_level is None:
+        return
+    logger = logging.getLogger("gtcache")
+    level = getattr(logging, settings.log_level.upper())
+    with _state_lock:
+        if _log_handler is None:
+            _log_handler = logging.StreamHandler(sys.stderr)
+            _log_handler.setFormatter(logging.Formatter("%(message)s"))
+            logger.addHandler(_log_handler)
+        _log_handler.setLevel(level)
+        logger.setLevel(level)
+
+
 def _new_hook(settings: Settings) -> Hook:
     """A hook for ``settings`` whose stores are opened when it first sees a compilation."""
+    _configure_output(settings)
     hook = Hook(
         None, self_check=settings.self_check, explain=settings.explain, promote=settings.promote,
         locking=settings.locking, wait=settings.wait, cache_dir=settings.cache_dir,
@@ -196,38 +276,72 @@ def _new_hook(settings: Settings) -> Hook:
 
 
 def _open_stores(hook: Hook, settings: Settings) -> None:
-    store, problem = _open(settings)
+    trust = TrustPolicy.from_ids(settings.trusted_users, settings.trusted_groups)
+    store, problem = _open(settings, trust)
     hook.store = store
     if problem:
-        hook.warn_once(problem)
+        hook.warn_once(problem, "compiling without the cache; 'gtcache doctor' says why")
     tiers = []
     for folder in settings.readonly_dirs:
         try:
-            tiers.append(open_store(folder, read_only=True))
+            tiers.append(open_store(folder, read_only=True, trust=trust))
+        except UntrustedStoreError as error:
+            hook.warn_once(f"read-only store '{folder}' not used: {error.problem}", "it is skipped")
         except (GtcacheError, OSError) as error:
             hook.warn_once(f"read-only store '{folder}' not used: {error}")
     hook.tiers = tuple(tiers)
+    if settings.remotes:
+        hook.remote = _open_remotes(hook, settings)
     if store is not None:
-        hook.limits = _limits(hook, store)
+        hook.limits_from = functools.partial(_limits, hook, store, settings)
 
 
-def _limits(hook: Hook, store: Store) -> Limits | None:
+def _open_remotes(hook: Hook, settings: Settings) -> RemoteTiers | None:
+    """The usable remotes of ``settings.remotes`` (a warning for each that is not)."""
+    from gtcache.gt4py._remote import RemoteTiers
+    from gtcache.remote import RemoteError, open_remote
+
     try:
-        return Limits.for_store(store.root)
+        settings.bundle_trust()
+    except GtcacheError as error:
+        hook.warn_once(f"no remote used: {error}", "compiling without remotes")
+        return None
+    usable = []
+    for url in settings.remotes:
+        try:
+            remote = open_remote(url, settings)
+        except RemoteError as error:
+            hook.warn_once(str(error), "it is skipped")
+            continue
+        if (problem := remote.problem()) is not None:
+            hook.warn_once(f"remote '{remote.name}' not used: {problem}", "it is skipped")
+            continue
+        usable.append(remote)
+    return RemoteTiers(tuple(usable), hook.warn_once) if usable else None
+
+
+def _limits(hook: Hook, store: Store, settings: Settings) -> Limits | None:
+    from gtcache.policies.limits import Limits
+
+    try:
+        return Limits.for_store(store.root, settings)
     except GtcacheError as error:
         hook.warn_once(f"no size cap: {error}")
         return None
 
 
-def _open(settings: Settings) -> tuple[Store | None, str | None]:
+def _open(settings: Settings, trust: TrustPolicy) -> tuple[Store | None, str | None]:
     try:
-        return open_store(settings.cache_dir, index_dir=settings.index_dir), None
+        return open_store(settings.cache_dir, index_dir=settings.index_dir, trust=trust), None
+    except UntrustedStoreError as error:  # someone else could have put code in it: not used
+        return None, f"store '{settings.cache_dir}' not used: {error.problem}"
     except (GtcacheError, OSError) as error:
         return None, f"cannot open store '{settings.cache_dir}': {error}"
 
 
 @atexit.register
 def _close_at_exit() -> None:
+    """Close the active hook, write this process's one ledger entry per store, report."""
     hook = _active
     if hook is not None:
         # atexit runs this before gt4py's own shutdown of its runner (registered earlier):
@@ -235,3 +349,6 @@ def _close_at_exit() -> None:
         with contextlib.suppress(Exception):
             _compat.runners.reset_default_runner()
         hook.close()
+    PROCESS_RUN.write_ledgers()
+    if _report and (line := PROCESS_RUN.report()) is not None:
+        print(line, file=sys.stderr, flush=True)

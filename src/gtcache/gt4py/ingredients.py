@@ -69,6 +69,10 @@ def _shared_ingredients(backend: Any, args: Any) -> dict[str, Any]:
     family = toolchain.backend_family(name)
     facts = toolchain.toolchain_facts(family)
     device = _device_type(backend)
+    arch = toolchain.device_arch(device)
+    kind = toolchain.gpu_kind(device)
+    if kind is not None:
+        facts = toolchain.gpu_facts(facts, device, arch)
     ingredients: dict[str, Any] = {
         "backend": name,
         "backend_config": _backend_config(backend),
@@ -77,7 +81,7 @@ def _shared_ingredients(backend: Any, args: Any) -> dict[str, Any]:
         "static_args": _descriptors(args.argument_descriptor_contexts),
         "connectivity_types": _compat.offset_provider_type(args.offset_provider),
         "column_axis": None if args.column_axis is None else str(args.column_axis),
-        "device": {"type": device, "arch": toolchain.device_arch(device)},
+        "device": {"type": device, "arch": arch},
         **{f"toolchain.{key}": value for key, value in facts.items()},
     }
     if family in ("dace", "other") or "-march=native" in str(facts.get("build_env")):

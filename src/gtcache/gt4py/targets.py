@@ -8,42 +8,23 @@ from __future__ import annotations
 
 import ast
 import importlib
-from collections.abc import Callable, Iterable
+import pkgutil
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-__all__ = ["BACKENDS", "TargetError", "load_object", "parse_static_args", "resolve_backend", "resolve_grid"]
+from gtcache.gt4py import _compat
+
+__all__ = [
+    "BACKENDS", "TargetError", "load_object", "parse_static_args", "programs_in", "resolve_backend",
+    "resolve_grid", "short_backend_name",
+]
+
+#: The short backend names (gt4py's own backends; the table is ``_compat.BACKENDS``).
+BACKENDS: tuple[str, ...] = tuple(_compat.BACKENDS)
 
 
 class TargetError(ValueError):
     """A program, backend, grid or static argument that cannot be found or read."""
-
-
-def _gtfn(device: str) -> Any:
-    import gt4py.next as gtx
-
-    return gtx.gtfn_cpu if device == "cpu" else gtx.gtfn_gpu
-
-
-def _dace(device: str) -> Any:
-    from gt4py.next.program_processors.runners import dace
-
-    return dace.run_dace_cpu if device == "cpu" else dace.run_dace_gpu
-
-
-def _roundtrip() -> Any:
-    import gt4py.next as gtx
-
-    return gtx.itir_python
-
-
-#: Short names of gt4py's backends.
-BACKENDS: dict[str, Callable[[], Any]] = {
-    "gtfn_cpu": lambda: _gtfn("cpu"),
-    "gtfn_gpu": lambda: _gtfn("gpu"),
-    "dace_cpu": lambda: _dace("cpu"),
-    "dace_gpu": lambda: _dace("gpu"),
-    "roundtrip": _roundtrip,
-}
 
 
 def load_object(spec: str, *, what: str) -> Any:
@@ -65,10 +46,38 @@ def load_object(spec: str, *, what: str) -> Any:
 
 def resolve_backend(name: str) -> Any:
     if name in BACKENDS:
-        return BACKENDS[name]()
+        return _compat.backend(name)
     if ":" in name:
-        return load_object(name, what="backend")
+        found = load_object(name, what="backend")
+        if not _compat.is_backend(found):
+            raise TargetError(f"Backend '{name}' is a {type(found).__name__}, not a gt4py backend.")
+        return found
     raise TargetError(f"Unknown backend '{name}'; use one of {', '.join(BACKENDS)} or 'package.module:name'.")
+
+
+def short_backend_name(backend: object) -> str | None:
+    """The short name of one of gt4py's own backends (``gtfn_cpu``...); None for any other."""
+    return _compat.backend_short_name(backend)
+
+
+def programs_in(module_name: str) -> Iterator[tuple[str, str | None]]:
+    """``("pkg.module:name", short backend name or None)`` of each gt4py program defined in
+    the module or, for a package, in its modules too. ``TargetError`` for a module that fails."""
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:  # a user module can raise anything
+        raise TargetError(f"Cannot import '{module_name}': {error}.") from None
+    modules = [module]
+    if hasattr(module, "__path__"):  # a package: its modules too
+        for info in pkgutil.walk_packages(module.__path__, prefix=f"{module_name}."):
+            try:
+                modules.append(importlib.import_module(info.name))
+            except Exception as error:
+                raise TargetError(f"Cannot import '{info.name}': {error}.") from None
+    for mod in modules:
+        for attr, value in sorted(vars(mod).items()):
+            if _compat.is_program(value) and getattr(value.definition, "__module__", None) == mod.__name__:
+                yield f"{mod.__name__}:{attr}", short_backend_name(value.backend)
 
 
 def resolve_grid(spec: str | None) -> dict[str, Any]:

@@ -2,19 +2,23 @@
 
 from gtcache.policies._units import parse_duration, parse_size
 from gtcache.policies.limits import Limits, enforce_limits
-from gtcache.policies.prune import PrunePlan, PrunePolicy, Removal, plan_prune
-from gtcache.policies.verify import Problem, VerifyReport, verify
+from gtcache.policies.prune import PruneOutcome, PrunePlan, PrunePolicy, Removal, matches, plan_prune, plan_removal
+from gtcache.policies.verify import Problem, ProblemKind, VerifyReport, verify
 
 __all__ = [
     "Limits",
     "Problem",
+    "ProblemKind",
+    "PruneOutcome",
     "PrunePlan",
     "PrunePolicy",
     "Removal",
     "VerifyReport",
     "enforce_limits",
+    "matches",
     "parse_duration",
     "parse_size",
     "plan_prune",
+    "plan_removal",
     "verify",
 ]

@@ -14,16 +14,15 @@ exceeded, least recently used entries go until the store fits again.
 from __future__ import annotations
 
 import dataclasses
-import os
 import pathlib
 import tomllib
 from collections.abc import Mapping
 
 from gtcache.errors import GtcacheError
-from gtcache.policies._units import parse_size
+from gtcache.policies.config import check_value
 from gtcache.policies.prune import PrunePlan, PrunePolicy, plan_prune
-from gtcache.store import Store
-from gtcache.store._layout import CONFIG_FILE
+from gtcache.settings import Settings
+from gtcache.store import CONFIG_FILE, Store
 
 __all__ = ["Limits", "enforce_limits"]
 
@@ -38,9 +37,9 @@ class Limits:
         return self.max_size is not None or self.max_files is not None
 
     @classmethod
-    def for_store(cls, root: pathlib.Path, env: Mapping[str, str] | None = None) -> Limits:
-        """The store's ``gtcache.toml`` ``[limits]``, overridden by ``GTCACHE_MAX_SIZE``/``_FILES``."""
-        env = os.environ if env is None else env
+    def for_store(cls, root: pathlib.Path, settings: Settings | None = None) -> Limits:
+        """The store's ``gtcache.toml`` ``[limits]``, overridden by ``GTCACHE_MAX_SIZE``/``_FILES``
+        as ``settings`` hold them (None: the file alone). ``GtcacheError`` for a bad value."""
         table: Mapping[str, object] = {}
         config = root / CONFIG_FILE
         if config.exists():
@@ -48,12 +47,12 @@ class Limits:
                 table = tomllib.loads(config.read_text(encoding="utf-8")).get("limits", {})
             except (OSError, tomllib.TOMLDecodeError) as error:
                 raise GtcacheError(f"Cannot read '{config}': {error}.") from None
-        size = env.get("GTCACHE_MAX_SIZE") or table.get("max_size")
-        files = env.get("GTCACHE_MAX_FILES") or table.get("max_files")
+        size = (settings and settings.max_size) or table.get("max_size")
+        files = (settings and settings.max_files) or table.get("max_files")
         try:
             return cls(
-                max_size=parse_size(str(size)) if size not in (None, "") else None,
-                max_files=int(str(files)) if files not in (None, "") else None,
+                max_size=check_value("max-size", size) if size not in (None, "") else None,
+                max_files=check_value("max-files", files) if files not in (None, "") else None,
             )
         except ValueError as error:
             raise GtcacheError(f"Bad store limit: {error}") from None

@@ -15,12 +15,12 @@ import dataclasses
 import datetime
 import fnmatch
 import gc
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from gtcache.store import EntryInfo, Store, StoreScan, format_size
 
-__all__ = ["PrunePlan", "PrunePolicy", "Removal", "plan_prune"]
+__all__ = ["PruneOutcome", "PrunePlan", "PrunePolicy", "Removal", "matches", "plan_prune", "plan_removal"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -89,8 +89,36 @@ class PrunePlan:
         }
 
     def execute(self, store: Store) -> int:
-        """Remove the planned entries (those already gone are skipped); return bytes freed."""
+        """Remove the planned entries (those already gone are skipped); return bytes freed.
+
+        The first entry that cannot be removed raises (``OSError``); ``apply`` goes on.
+        """
         return store.remove(r.entry.key for r in self.removals)
+
+    def apply(self, store: Store) -> PruneOutcome:
+        """Remove the planned entries, going on past those that cannot be removed."""
+        failed: dict[str, str] = {}
+        freed = store.remove((r.entry.key for r in self.removals), failed=failed)
+        removed = tuple(r.entry.key for r in self.removals if r.entry.key not in failed)
+        return PruneOutcome(removed=removed, freed=freed, failed=failed)
+
+
+@dataclasses.dataclass(frozen=True)
+class PruneOutcome:
+    """What executing a plan did: the keys removed, the bytes freed, the keys it could not
+    remove and why (``Permission denied: '...'``)."""
+
+    removed: tuple[str, ...]
+    freed: int
+    failed: Mapping[str, str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def to_json(self) -> dict[str, Any]:
+        return {"removed": len(self.removed), "freed": self.freed,
+                "failed": [{"key": key, "reason": reason} for key, reason in sorted(self.failed.items())]}
 
 
 def plan_prune(scan: StoreScan, policy: PrunePolicy, *, now: datetime.datetime | None = None) -> PrunePlan:
@@ -131,12 +159,30 @@ def _plan(scan: StoreScan, policy: PrunePolicy, now: datetime.datetime) -> Prune
     )
 
 
-def _passes_filters(entry: EntryInfo, policy: PrunePolicy) -> bool:
-    if policy.program and not any(
-        fnmatch.fnmatchcase(name, policy.program) for name in (entry.program, entry.qualified_program)
+def plan_removal(scan: StoreScan, keys: Iterable[str], *, reason: str = "asked for") -> PrunePlan:
+    """A plan removing the entries of ``scan`` with these keys (``gtcache rm``), in scan order."""
+    chosen = set(keys)
+    removals = tuple(Removal(e, reason) for e in scan.entries if e.key in chosen)
+    return PrunePlan(
+        root=scan.root,
+        removals=removals,
+        remaining_entries=len(scan.entries) - len(removals),
+        remaining_size=scan.size - sum(r.entry.size for r in removals),
+    )
+
+
+def matches(entry: EntryInfo, program: str | None, backend: str | None) -> bool:
+    """Whether ``entry`` passes the globs: ``program`` against its name or qualified name,
+    ``backend`` against its backend (``None``: anything)."""
+    if program and not any(
+        fnmatch.fnmatchcase(name, program) for name in (entry.program, entry.qualified_program)
     ):
         return False
-    return not policy.backend or fnmatch.fnmatchcase(entry.backend, policy.backend)
+    return not backend or fnmatch.fnmatchcase(entry.backend, backend)
+
+
+def _passes_filters(entry: EntryInfo, policy: PrunePolicy) -> bool:
+    return matches(entry, policy.program, policy.backend)
 
 
 def _criterion(entry: EntryInfo, policy: PrunePolicy, now: datetime.datetime) -> str | None:

@@ -4,15 +4,20 @@ Problems and what ``repair`` does with them:
 
 | kind | what | repair |
 |---|---|---|
-| ``broken-entry`` | record unreadable or invalid, a file missing, of the wrong size or checksum | moved to ``quarantine/`` |
-| ``extra-file`` | a file in an entry folder that its record does not list | removed |
-| ``orphan`` | something under ``entries/`` that is not an entry folder at its place | removed |
+| ``symlink`` | a fixed folder of the store (``entries``, ``tmp``, ``trash``, ``quarantine``, ``ledger``, ``direct``, ``locks``, ``index`` in the store) that is a symlink or not a folder; every write refuses until repaired | the link (or file) itself removed, never its target; an empty folder made |
+| ``broken-entry`` | record unreadable or invalid (an artifact naming a file the entry does not list), a file missing, not a regular file, of the wrong size or checksum | moved to ``quarantine/`` |
+| ``extra-file`` | a file in an entry folder that its record does not list | removed (a symlink itself, never its target) |
+| ``orphan`` | something under ``entries/`` that is not an entry folder at its place, a symlinked shard or entry folder among them | removed (a symlink itself, never its target) |
 | ``leftover`` | a staging folder in ``tmp/`` or a temp file older than the grace period, anything in ``trash/`` | removed |
 | ``dangling-link`` | a direct link to no sound entry, or unreadable | removed |
-| ``index`` | the index could not be read | rebuilt |
+| ``index`` | the index could not be read, or holds rows that are not gtcache's JSON text (a pickle: never loaded) | rebuilt |
+| ``config`` | ``gtcache.toml`` unreadable, not TOML, or a value that does not check out (``max_size = "20X"``): the caps are not enforced | none: ``gtcache config set`` / ``unset`` fixes it |
 
 An index that lags behind the folders is normal (publishing never touches it):
-it is reported as a note and refreshed, not as a problem.
+it is reported as a note and refreshed, not as a problem. Nothing is followed
+through a symlink: folders are listed with ``lstat`` semantics, and what repair
+deletes is deleted with ``remove_tree`` (a link is unlinked, a folder removed
+by descriptors).
 """
 
 from __future__ import annotations
@@ -21,11 +26,22 @@ import dataclasses
 import os
 import pathlib
 import time
-from typing import Any
+from collections.abc import Set as AbstractSet
+from typing import Any, Literal
 
 from gtcache.errors import CorruptEntryError
-from gtcache.store import Store, is_key
-from gtcache.store import _files, _layout  # the layout names this module checks
+from gtcache.policies.config import config_file_problems
+from gtcache.store import (
+    CONFIG_FILE,
+    DIRECT_DIR,
+    ENTRIES_DIR,
+    ENTRY_FILE,
+    TMP_DIR,
+    TRASH_DIR,
+    Store,
+    is_key,
+    remove_tree,
+)
 
 __all__ = ["Problem", "VerifyReport", "verify"]
 
@@ -33,9 +49,14 @@ __all__ = ["Problem", "VerifyReport", "verify"]
 DEFAULT_GRACE_SECONDS = 3600.0
 
 
+#: What ``verify`` finds: "symlink" (a store folder that is a link), "orphan", "index",
+#: "broken-entry", "leftover", "extra-file" or "dangling-link" (docs/cli.md, ``verify``).
+ProblemKind = Literal["symlink", "orphan", "index", "broken-entry", "leftover", "extra-file", "dangling-link", "config"]
+
+
 @dataclasses.dataclass(frozen=True)
 class Problem:
-    kind: str
+    kind: ProblemKind
     path: pathlib.Path
     detail: str
     key: str | None = None
@@ -72,11 +93,13 @@ def verify(store: Store, *, repair: bool = False, grace_seconds: float = DEFAULT
     problems, entries, notes = _check(store, grace_seconds)
     if not repair or not problems:
         return VerifyReport(store.root, entries, tuple(problems), notes=tuple(notes))
-    for problem in problems:
+    # Mend the store's own folders first: every other repair writes through them.
+    for problem in sorted(problems, key=lambda p: p.kind != "symlink"):
         _repair(store, problem)
     store.rebuild_index()
     remaining, entries, notes = _check(store, grace_seconds)
-    return VerifyReport(store.root, entries, tuple(remaining), repaired=tuple(problems), notes=tuple(notes))
+    repaired = tuple(p for p in problems if p.kind != "config")
+    return VerifyReport(store.root, entries, tuple(remaining), repaired=repaired, notes=tuple(notes))
 
 
 def _check(store: Store, grace: float) -> tuple[list[Problem], int, list[str]]:
@@ -85,25 +108,42 @@ def _check(store: Store, grace: float) -> tuple[list[Problem], int, list[str]]:
     sound: set[str] = set()
     entries = 0
     now = time.time()
-    entries_dir = store.root / _layout.ENTRIES_DIR
-    for shard in _listdir(entries_dir):
-        if not (len(shard.name) == 2 and shard.is_dir() and all(c in "0123456789abcdef" for c in shard.name)):
-            problems.append(Problem("orphan", pathlib.Path(shard.path), "not a shard folder"))
+    unsafe = {path for path, _ in store.unsafe_folders()}
+    problems += [
+        Problem("symlink", path, f"{what}, not a folder of the store; nothing is written through it")
+        for path, what in store.unsafe_folders()
+    ]
+    entries_dir = store.root / ENTRIES_DIR
+    for shard in _listdir(entries_dir, unsafe):
+        if not (
+            len(shard.name) == 2 and shard.is_dir(follow_symlinks=False)
+            and all(c in "0123456789abcdef" for c in shard.name)
+        ):
+            what = "a symlink, not a shard folder" if shard.is_symlink() else "not a shard folder"
+            problems.append(Problem("orphan", pathlib.Path(shard.path), what))
             continue
         for item in _listdir(shard):
-            if not (item.is_dir() and is_key(item.name) and item.name.startswith(shard.name)):
-                problems.append(Problem("orphan", pathlib.Path(item.path), "not an entry folder"))
+            if not (item.is_dir(follow_symlinks=False) and is_key(item.name) and item.name.startswith(shard.name)):
+                what = "a symlink, not an entry folder" if item.is_symlink() else "not an entry folder"
+                problems.append(Problem("orphan", pathlib.Path(item.path), what))
                 continue
             entries += 1
             entry_problems = _check_entry(store, item.name, now, grace)
             problems += entry_problems
             if not any(p.kind == "broken-entry" for p in entry_problems):
                 sound.add(item.name)
-    problems += _check_leftovers(store, now, grace)
-    problems += _check_links(store, sound, now, grace)
-    index = store.check_index()
+    problems += _check_leftovers(store, now, grace, unsafe)
+    # A setting that does not check out: caps would not be enforced (never repaired: say what to set).
+    problems += [Problem("config", store.root / CONFIG_FILE, detail) for detail in config_file_problems(store.root)]
+    problems += _check_links(store, sound, now, grace, unsafe)
+    index = "unavailable" if store.index_dir in unsafe else store.check_index()
     if index == "rebuilt":
         problems.append(Problem("index", store.index_dir, "the index was unreadable; rebuilt"))
+    elif index == "foreign":
+        problems.append(Problem(
+            "index", store.index_dir,
+            f"the index holds {store.index_foreign_rows} rows that are not gtcache's JSON text (never read)",
+        ))
     elif index == "lagging":
         notes.append("the index lagged behind the entry folders (normal after publishes); refreshed")
     elif index == "unavailable":
@@ -116,16 +156,16 @@ def _check_entry(store: Store, key: str, now: float, grace: float) -> list[Probl
     try:
         entry = store.lookup(key)
         if entry is None:
-            return [Problem("broken-entry", path, f"'{_layout.ENTRY_FILE}' is missing.", key)]
+            return [Problem("broken-entry", path, f"'{ENTRY_FILE}' is missing.", key)]
         store.verify_payload(entry)
     except CorruptEntryError as error:
         return [Problem("broken-entry", path, error.reason, key)]
-    listed = {f.path for f in entry.record.files} | {_layout.ENTRY_FILE}
+    listed = {f.path for f in entry.record.files} | {ENTRY_FILE}
     problems = []
     for item in _listdir(path):
         if item.name in listed:
             continue
-        if item.name.startswith(f".{_layout.ENTRY_FILE}.tmp-"):
+        if item.name.startswith(f".{ENTRY_FILE}.tmp-"):
             if now - _mtime(item) > grace:
                 problems.append(Problem("leftover", pathlib.Path(item.path), "temp file of an interrupted write", key))
         else:
@@ -133,20 +173,24 @@ def _check_entry(store: Store, key: str, now: float, grace: float) -> list[Probl
     return problems
 
 
-def _check_leftovers(store: Store, now: float, grace: float) -> list[Problem]:
+def _check_leftovers(store: Store, now: float, grace: float, unsafe: set[pathlib.Path]) -> list[Problem]:
     problems = []
-    for item in _listdir(store.root / _layout.TMP_DIR):
+    for item in _listdir(store.root / TMP_DIR, unsafe):
         if now - _mtime(item) > grace:
             problems.append(Problem("leftover", pathlib.Path(item.path), "staging folder of an interrupted publish"))
-    for item in _listdir(store.root / _layout.TRASH_DIR):
+    for item in _listdir(store.root / TRASH_DIR, unsafe):
         if now - _mtime(item) > grace:
             problems.append(Problem("leftover", pathlib.Path(item.path), "removal that did not finish"))
     return problems
 
 
-def _check_links(store: Store, sound: set[str], now: float, grace: float) -> list[Problem]:
+def _check_links(store: Store, sound: set[str], now: float, grace: float, unsafe: set[pathlib.Path]) -> list[Problem]:
     problems = []
-    for shard in _listdir(store.root / _layout.DIRECT_DIR):
+    for shard in _listdir(store.root / DIRECT_DIR, unsafe):
+        if not shard.is_dir(follow_symlinks=False):
+            if shard.is_symlink() or now - _mtime(shard) > grace:
+                problems.append(Problem("leftover", pathlib.Path(shard.path), "not a direct-link folder"))
+            continue
         for item in _listdir(shard):
             path = pathlib.Path(item.path)
             if not is_key(item.name):
@@ -160,19 +204,18 @@ def _check_links(store: Store, sound: set[str], now: float, grace: float) -> lis
 
 
 def _repair(store: Store, problem: Problem) -> None:
-    if problem.kind == "broken-entry" and problem.key is not None:
+    if problem.kind == "symlink":
+        store.repair_folder(problem.path)
+    elif problem.kind == "broken-entry" and problem.key is not None:
         store.quarantine(problem.key)
     elif problem.kind in ("extra-file", "orphan", "leftover", "dangling-link"):
-        if problem.path.is_dir() and not problem.path.is_symlink():
-            _files.remove_tree(problem.path)
-        else:
-            try:
-                problem.path.unlink()
-            except FileNotFoundError:
-                pass
+        remove_tree(problem.path)  # a symlink is unlinked itself, never followed
 
 
-def _listdir(path: str | os.PathLike[str]) -> list[os.DirEntry[str]]:
+def _listdir(path: str | os.PathLike[str], unsafe: AbstractSet[pathlib.Path] = frozenset()) -> list[os.DirEntry[str]]:
+    """The items of a folder, sorted; none for a fixed folder that is a symlink (``unsafe``)."""
+    if isinstance(path, pathlib.Path) and path in unsafe:
+        return []
     try:
         with os.scandir(path) as items:
             return sorted(items, key=lambda item: item.name)

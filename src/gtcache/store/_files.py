@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import pathlib
 import shutil
+import stat
 import uuid
 
 import xxhash
 
 __all__ = [
+    "NotARegularFileError",
     "atomic_write_text",
     "copy_durably",
     "file_xxh3",
     "fsync_dir",
+    "read_regular",
     "remove_tree",
+    "replace_text_at",
     "unique_name",
     "write_durably",
 ]
@@ -23,13 +28,59 @@ __all__ = [
 _CHUNK = 1 << 20
 
 
+#: Opening never follows a symlink (ELOOP) and never blocks on a FIFO or a device.
+_OPEN_REGULAR = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+class NotARegularFileError(OSError):
+    """A path that should be a regular file is a symlink, FIFO, device, socket or folder."""
+
+
+def open_regular(path: str | os.PathLike[str], dir_fd: int | None = None) -> tuple[int, os.stat_result]:
+    """A read-only descriptor of the regular file ``path`` (no symlink, FIFO or device), and its ``fstat``."""
+    try:
+        fd = os.open(path, _OPEN_REGULAR, dir_fd=dir_fd)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise NotARegularFileError(errno.ELOOP, "it is a symbolic link", str(path)) from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotARegularFileError(errno.EINVAL, "it is not a regular file", str(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info
+
+
 def file_xxh3(path: pathlib.Path) -> str:
-    """xxh3-128 of a file's bytes as 32 hex digits."""
+    """xxh3-128 of a regular file's bytes as 32 hex digits (``NotARegularFileError`` otherwise).
+
+    ``os.open`` + ``os.fstat`` + ``os.read``: no more system calls than ``open()``, which
+    fstats too, and a FIFO planted as a payload file can never block the reader.
+    """
     digest = xxhash.xxh3_128()
-    with open(path, "rb") as stream:
-        while chunk := stream.read(_CHUNK):
+    fd, _ = open_regular(path)
+    try:
+        while chunk := os.read(fd, _CHUNK):
             digest.update(chunk)
+    finally:
+        os.close(fd)
     return digest.hexdigest()
+
+
+def read_regular(path: str | os.PathLike[str], *, dir_fd: int | None = None) -> bytes:
+    """The bytes of the regular file ``path``; ``NotARegularFileError`` for anything else."""
+    fd, info = open_regular(path, dir_fd)
+    size = info.st_size
+    try:
+        chunks = []
+        while chunk := os.read(fd, size + 1):  # one read, then EOF (more if it grew)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
 def unique_name(prefix: str) -> str:
@@ -46,8 +97,11 @@ def fsync_dir(path: pathlib.Path) -> None:
             os.close(fd)
 
 
-def copy_durably(source: pathlib.Path, target: pathlib.Path) -> tuple[int, str]:
-    """Copy ``source`` to the new file ``target``, flushed to disk; return its size and xxh3."""
+def copy_durably(source: pathlib.Path, target: pathlib.Path, *, mode: int | None = None) -> tuple[int, str]:
+    """Copy ``source`` to the new file ``target``, flushed to disk; return its size and xxh3.
+
+    ``mode``: the target's permission bits (execute added where readable if ``source`` is
+    executable), whatever the umask; default: ``source``'s."""
     digest = xxhash.xxh3_128()
     size = 0
     with open(source, "rb") as src, open(target, "xb") as dst:
@@ -55,26 +109,36 @@ def copy_durably(source: pathlib.Path, target: pathlib.Path) -> tuple[int, str]:
             digest.update(chunk)
             dst.write(chunk)
             size += len(chunk)
+        if mode is not None:
+            executable = os.fstat(src.fileno()).st_mode & 0o111
+            os.fchmod(dst.fileno(), mode | ((mode & 0o444) >> 2) if executable else mode)
         dst.flush()
         os.fsync(dst.fileno())
-    shutil.copymode(source, target)
+    if mode is None:
+        shutil.copymode(source, target)
     return size, digest.hexdigest()
 
 
-def write_durably(target: pathlib.Path, data: bytes) -> tuple[int, str]:
+def write_durably(target: pathlib.Path, data: bytes, *, mode: int | None = None) -> tuple[int, str]:
     """Write ``data`` to the new file ``target``, flushed to disk; return its size and xxh3."""
     with open(target, "xb") as dst:
+        if mode is not None:
+            os.fchmod(dst.fileno(), mode)
         dst.write(data)
         dst.flush()
         os.fsync(dst.fileno())
     return len(data), xxhash.xxh3_128_hexdigest(data)
 
 
-def atomic_write_text(path: pathlib.Path, text: str, *, durable: bool = True) -> None:
-    """Replace ``path`` with ``text`` so that readers see the old or the new file, never a part."""
+def atomic_write_text(path: pathlib.Path, text: str, *, durable: bool = True, mode: int | None = None) -> None:
+    """Replace ``path`` with ``text`` so that readers see the old or the new file, never a part.
+
+    ``mode``: the new file's permission bits whatever the umask (set before it is visible)."""
     tmp = path.with_name(unique_name(f".{path.name}.tmp-"))
     try:
         with open(tmp, "x", encoding="utf-8") as stream:
+            if mode is not None:
+                os.fchmod(stream.fileno(), mode)
             stream.write(text)
             if durable:
                 stream.flush()
@@ -86,6 +150,42 @@ def atomic_write_text(path: pathlib.Path, text: str, *, durable: bool = True) ->
         raise
 
 
-def remove_tree(path: pathlib.Path) -> None:
-    """Remove a folder tree, ignoring what is already gone."""
-    shutil.rmtree(path, ignore_errors=True)
+def replace_text_at(dir_fd: int, name: str, text: str, *, mode: int = 0o644) -> None:
+    """Like ``atomic_write_text(durable=False)`` for the file ``name`` of the open folder ``dir_fd``.
+
+    The temp file and the rename both go through ``dir_fd``, so the new file lands in
+    that very folder even if the folder was renamed (or another put at its path) meanwhile.
+    """
+    tmp = unique_name(f".{name}.tmp-")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+    try:
+        try:
+            os.fchmod(fd, mode)
+            data = memoryview(text.encode("utf-8"))
+            while data:
+                data = data[os.write(fd, data):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
+
+
+def remove_tree(path: str | os.PathLike[str], *, dir_fd: int | None = None) -> None:
+    """Remove ``path`` without following a symlink, ignoring what is already gone.
+
+    A folder is removed with everything in it (``shutil.rmtree`` walks by file
+    descriptors and never descends into a symlink); a symlink, file or anything else
+    is unlinked itself, never what it points to. ``dir_fd``: ``path`` is relative to it.
+    """
+    try:
+        info = os.lstat(path, dir_fd=dir_fd)
+    except OSError:
+        return
+    if stat.S_ISDIR(info.st_mode):
+        shutil.rmtree(path, ignore_errors=True, dir_fd=dir_fd)
+    else:
+        with contextlib.suppress(OSError):
+            os.unlink(path, dir_fd=dir_fd)

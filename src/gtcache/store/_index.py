@@ -2,12 +2,22 @@
 
 It maps each key to a summary of its record (what listings and prune plans
 need), the ``entry.json`` modification time it was read at, and the entry's
-state, so that listings need not parse every ``entry.json``. Rows are stored as
-JSON text (no pickle: faster to read back in bulk, and readable by other tools). The entry folders stay the truth: ``Store.scan`` reconciles the
-index with them on every call, and any failure to open or read the index drops
-it and rebuilds it from the folders. It can live apart from the store (a
-node-local disk when the store sits on a shared file system, where SQLite
-locking is what made gt4py drop diskcache).
+state, so that listings need not parse every ``entry.json``. Rows are JSON text
+kept in the database itself (``_TextDisk``): the index never unpickles, never
+reads or deletes a value file a row names, and a row of any other kind is
+ignored (counted in ``Index.foreign``; ``gtcache verify`` reports it and
+``--repair`` rebuilds the index). The entry folders stay the truth:
+``Store.scan`` reconciles the index with them on every call, and any failure to
+open or read the index drops it and rebuilds it from the folders. It can live
+apart from the store (a node-local disk when the store sits on a shared file
+system, where SQLite locking is what made gt4py drop diskcache).
+
+Where it may live: ``<store>/index`` (never a symlink there), or a folder that
+is neither the store, nor inside it, nor around it, and that holds nothing but
+diskcache's files (``cache.db``, ``cache.db-wal``, ``cache.db-shm``,
+``cache.db-journal`` and value folders ``<xx>/<yy>/<28 hex>.val``). Dropping the
+index deletes exactly those and nothing else; a folder gtcache creates for it is
+private to its user (mode 0700).
 """
 
 from __future__ import annotations
@@ -15,20 +25,39 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import pathlib
+import re
 import shutil
-import sqlite3
-from collections.abc import Iterator
+import stat
 from typing import Any
 
-import diskcache
+from gtcache.errors import GtcacheError
+from gtcache.store._layout import INDEX_DIR
 
-__all__ = ["INDEX_FORMAT", "Index", "IndexRow", "summarize"]
+__all__ = ["INDEX_FORMAT", "Index", "IndexLocationError", "IndexRow", "summarize"]
 
 #: Bumped when what the index stores changes; a mismatch rebuilds it.
-INDEX_FORMAT = 2
+#: 3: rows and the format marker are text only (``_TextDisk``).
+INDEX_FORMAT = 3
 _META_KEY = "__gtcache_index_format__"
-_ERRORS = (OSError, sqlite3.Error, diskcache.Timeout, ValueError, TypeError, EOFError, KeyError)
+
+#: What diskcache writes in its folder: the database, its WAL/journal files, value files.
+_OWN_FILES = frozenset({"cache.db", "cache.db-wal", "cache.db-shm", "cache.db-journal"})
+_VALUE_DIR = re.compile(r"^[0-9a-f]{2}$")
+_VALUE_FILE = re.compile(r"^[0-9a-f]{28}\.val$")
+
+
+def _db() -> Any:
+    """The diskcache side of the index, imported when the index is first used: diskcache
+    and sqlite3 cost milliseconds to import, and a hit never opens the index."""
+    from gtcache.store import _diskcache
+
+    return _diskcache
+
+
+class IndexLocationError(GtcacheError):
+    """An index folder gtcache refuses to use or delete in."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,54 +72,67 @@ class IndexRow:
 
 
 class Index:
-    """A diskcache ``Cache`` holding ``IndexRow``s by key. Never raises on read errors."""
+    """A diskcache ``Cache`` holding ``IndexRow``s by key. Never raises on read errors;
+    ``IndexLocationError`` when the folder is not one the index may live in."""
 
-    def __init__(self, directory: pathlib.Path) -> None:
+    def __init__(self, directory: pathlib.Path, *, store_root: pathlib.Path | None = None, mode: int = 0o700) -> None:
         self.directory = directory
-        self._cache: diskcache.Cache | None = None
+        self.store_root = store_root
+        #: The index is the store's own ``index`` folder (which must never be a symlink).
+        self.fixed = store_root is not None and directory == store_root / INDEX_DIR
+        #: The folder's mode when the index creates it: private unless the store is group-shared.
+        self.mode = mode
+        self._cache: Any = None  # a diskcache.Cache once opened
+        self._located = False
         #: How the last open went: "ok", "rebuilt" (it was unusable) or "unavailable".
         self.state = "unavailable"
+        #: Rows the last ``rows()`` ignored because they are not gtcache's text rows.
+        self.foreign = 0
 
     def open(self) -> bool:
         """Open (creating or rebuilding as needed); False when no index can be had here."""
         if self._cache is not None:
             return True
+        if not self._prepare():
+            self.state = "unavailable"
+            return False
         for attempt in range(2):
             try:
-                cache = _open_cache(self.directory)
-                stale = cache.get(_META_KEY) != INDEX_FORMAT
+                cache = _db().open_cache(self.directory, _META_KEY)
+                stale = cache.get(_META_KEY) != str(INDEX_FORMAT)
+                if stale and len(cache) > 0:
+                    raise ValueError("an index of another format")  # dropped whole, below
                 if stale:
-                    stale = len(cache) > 0
-                    cache.clear()
-                    cache.set(_META_KEY, INDEX_FORMAT)
-            except _ERRORS:
-                # Unreadable or corrupt: drop it whole; it holds nothing that is not in the folders.
+                    cache.set(_META_KEY, str(INDEX_FORMAT))
+            except _db().ERRORS:
+                # Unreadable, corrupt or of another format: drop it whole; it holds nothing
+                # that is not in the folders.
                 self.drop()
+                if not self._prepare():
+                    break
                 continue
             self._cache = cache
-            self.state = "rebuilt" if attempt or stale else "ok"
+            self.state = "rebuilt" if attempt else "ok"
             return True
         self.state = "unavailable"
         return False
 
     def close(self) -> None:
         if self._cache is not None:
-            with contextlib.suppress(*_ERRORS):
+            with contextlib.suppress(*_db().ERRORS):
                 self._cache.close()
             self._cache = None
 
     def rows(self) -> dict[str, IndexRow] | None:
-        """All rows, or ``None`` when the index cannot be read (then it is rebuilt next time)."""
+        """All gtcache rows, or ``None`` when the index cannot be read (then it is rebuilt
+        next time). Rows of another kind are skipped unread and counted in ``foreign``."""
         if not self.open():
             return None
         assert self._cache is not None
         try:
-            return {
-                key: IndexRow(*json.loads(value))
-                for key, value in _iter_items(self._cache)
-                if key != _META_KEY
-            }
-        except _ERRORS:
+            items, self.foreign = _db().items(self._cache)
+            return {key: IndexRow(*json.loads(value)) for key, value in items if key != _META_KEY}
+        except _db().ERRORS:
             self.drop()
             return None
 
@@ -99,7 +141,7 @@ class Index:
             assert self._cache is not None
             try:
                 self._cache.set(key, json.dumps([row.mtime_ns, summarize(row.record), row.problem]))
-            except _ERRORS:
+            except _db().ERRORS:
                 self.drop()
 
     def delete(self, key: str) -> None:
@@ -107,14 +149,113 @@ class Index:
             assert self._cache is not None
             try:
                 self._cache.delete(key)
-            except _ERRORS:
+            except _db().ERRORS:
                 self.drop()
 
     def drop(self) -> None:
-        """Forget the whole index (it is rebuilt from the entry folders on next use)."""
+        """Forget the whole index (it is rebuilt from the entry folders on next use).
+
+        Deletes diskcache's own files in the folder and nothing else, never through a
+        symlinked ``<store>/index``; ``IndexLocationError`` if the folder may not be used.
+        """
         self.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
         self.state = "unavailable"
+        self.foreign = 0
+        self._check_location()
+        if self._is_link():
+            return
+        try:
+            names = os.listdir(self.directory)
+        except OSError:
+            return
+        self._check_contents(names)
+        for name in names:
+            path = self.directory / name
+            if name in _OWN_FILES:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            else:  # a value folder, checked by _check_contents; rmtree never follows a link
+                shutil.rmtree(path, ignore_errors=True)
+
+    # -- where the index may live ---------------------------------------------------------
+
+    def _prepare(self) -> bool:
+        """Check the folder and create it (mode 0700) if absent; False if it cannot be used."""
+        self._check_location()
+        if self._is_link():
+            return False  # a symlinked <store>/index: reported by verify, never written through
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            try:
+                self.directory.parent.mkdir(parents=True, exist_ok=True)
+                self.directory.mkdir(mode=self.mode)
+                os.chmod(self.directory, self.mode)
+            except FileExistsError:
+                return self._prepare()
+            except OSError:
+                return False
+            return True
+        except OSError:
+            return False
+        self._check_contents(names)
+        return True
+
+    def _is_link(self) -> bool:
+        return self.fixed and os.path.islink(self.directory)
+
+    def _check_location(self) -> None:
+        if self._located or self.store_root is None:
+            return
+        index, store = os.path.realpath(self.directory), os.path.realpath(self.store_root)
+        where = f"Index folder '{self.directory}'"
+        if index == store:
+            raise IndexLocationError(f"{where} is the store itself; give another '--index-dir'.")
+        if not self.fixed:
+            if _within(index, store):
+                raise IndexLocationError(
+                    f"{where} lies inside the store '{self.store_root}' (only its '{INDEX_DIR}' folder may hold the index)."
+                )
+            if _within(store, index):
+                raise IndexLocationError(f"{where} contains the store '{self.store_root}'; give another '--index-dir'.")
+        self._located = True
+
+    def _check_contents(self, names: list[str]) -> None:
+        for name in names:
+            if name in _OWN_FILES and _is_regular(self.directory / name):
+                continue
+            if _VALUE_DIR.fullmatch(name) and _is_value_dir(self.directory / name):
+                continue
+            raise IndexLocationError(
+                f"Index folder '{self.directory}' holds '{name}', which is not gtcache's; give an empty or new '--index-dir'."
+            )
+
+
+def _within(path: str, folder: str) -> bool:
+    return path.startswith(folder.rstrip("/") + "/")
+
+
+def _is_regular(path: pathlib.Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _is_value_dir(path: pathlib.Path) -> bool:
+    """A diskcache value folder ``<xx>/<yy>/<28 hex>.val``: real folders and files only."""
+    try:
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            return False
+        for sub in os.scandir(path):
+            if not (_VALUE_DIR.fullmatch(sub.name) and sub.is_dir(follow_symlinks=False)):
+                return False
+            for item in os.scandir(sub.path):
+                if not (_VALUE_FILE.fullmatch(item.name) and item.is_file(follow_symlinks=False)):
+                    return False
+    except OSError:
+        return False
+    return True
 
 
 #: What of a record the index keeps: enough for ``EntryInfo`` (listings, stats, prune
@@ -132,29 +273,3 @@ def summarize(record: dict[str, Any] | None) -> dict[str, Any] | None:
     if isinstance(toolchain, dict):
         summary["toolchain"] = {"gt4py": toolchain.get("gt4py")}
     return summary
-
-
-def _open_cache(directory: pathlib.Path) -> diskcache.Cache:
-    # Settings are passed here and nowhere else: diskcache stores the settings of the
-    # last opener in its database. No eviction: the index must hold every entry.
-    cache = diskcache.Cache(
-        str(directory), timeout=5.0, eviction_policy="none", size_limit=2**62, statistics=False
-    )
-    cache.get(_META_KEY)  # touch the database now, so that corruption shows here
-    return cache
-
-
-def _iter_items(cache: diskcache.Cache) -> Iterator[tuple[str, Any]]:
-    """Every item, read with one query (diskcache has no bulk get; one get per key is
-    10x slower over 10,000 entries). Decoding uses diskcache's own ``Disk.fetch``."""
-    try:
-        rows = cache._sql("SELECT key, raw, mode, filename, value FROM Cache").fetchall()  # noqa: SLF001
-        items = [
-            (cache.disk.get(key, raw), cache.disk.fetch(mode, filename, value, False))
-            for key, raw, mode, filename, value in rows
-        ]
-    except (sqlite3.Error, AttributeError, TypeError, ValueError):  # another diskcache: the slow way
-        items = [(key, cache.get(key)) for key in list(cache.iterkeys())]
-    for key, value in items:
-        if value is not None:
-            yield key, value

@@ -18,8 +18,9 @@ from typing import Any
 from gtcache.store import _files
 from gtcache.store._layout import LEDGER_DIR
 from gtcache.store._record import now_iso
+from gtcache.store._trust import StoreModes
 
-__all__ = ["LEDGER_FORMAT", "LedgerTotals", "read_runs", "totals", "write_run", "zero"]
+__all__ = ["LEDGER_FORMAT", "ZEROED_FILE", "LedgerTotals", "read_runs", "totals", "write_run", "zero", "zeroed"]
 
 LEDGER_FORMAT = 1
 
@@ -42,15 +43,16 @@ class LedgerTotals:
         return data
 
 
-def write_run(root: pathlib.Path, summary: Mapping[str, Any]) -> pathlib.Path:
-    """Write one run's summary as a new ledger file; return its path."""
+def write_run(root: pathlib.Path, summary: Mapping[str, Any], modes: StoreModes | None = None) -> pathlib.Path:
+    """Write one run's summary as a new ledger file (with ``modes``); return its path."""
     folder = root / LEDGER_DIR
-    folder.mkdir(exist_ok=True)
+    modes = modes or StoreModes.of_root(os.stat(root).st_mode)
+    modes.make_folder(folder)
     stamp = now_iso().replace(":", "").replace("+0000", "Z")
     path = folder / f"{stamp}-{socket.gethostname()}-{_files.unique_name('')}.json"
     record = {"format": LEDGER_FORMAT, "ended": now_iso(), "host": socket.gethostname(),
               "pid": os.getpid(), **summary}
-    _files.atomic_write_text(path, json.dumps(record, sort_keys=True) + "\n", durable=False)
+    _files.atomic_write_text(path, json.dumps(record, sort_keys=True) + "\n", durable=False, mode=modes.file)
     return path
 
 
@@ -59,8 +61,8 @@ def read_runs(root: pathlib.Path) -> tuple[list[dict[str, Any]], int]:
     runs, unreadable = [], 0
     for path in sorted((root / LEDGER_DIR).glob("*.json")):
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = json.loads(_files.read_regular(path))  # never a FIFO, never through a symlink
+        except (OSError, ValueError, RecursionError):
             unreadable += 1
             continue
         if isinstance(data, dict) and data.get("format") == LEDGER_FORMAT:
@@ -93,13 +95,41 @@ def totals(root: pathlib.Path) -> LedgerTotals:
     )
 
 
-def zero(root: pathlib.Path) -> int:
-    """Remove every ledger file; return how many."""
+#: When the ledger was last zeroed (``stats --zero``): one ISO 8601 line; not a run (no ``.json``).
+ZEROED_FILE = "zeroed"
+
+
+def zero(root: pathlib.Path, modes: StoreModes | None = None) -> int:
+    """Remove every ledger file (a symlink itself, never its target; no folder); return how many
+    runs that forgot; then note the time in ``ledger/zeroed``.
+
+    The caller (``Store.zero_ledger``) has checked that ``ledger/`` is a real folder.
+    """
     removed = 0
-    for path in (root / LEDGER_DIR).glob("*"):
+    try:
+        items = list(os.scandir(root / LEDGER_DIR))
+    except OSError:
+        return 0
+    for item in items:
+        if item.is_dir(follow_symlinks=False):
+            continue
         try:
-            path.unlink()
-            removed += 1
+            os.unlink(item.path)
+            removed += item.name != ZEROED_FILE
         except OSError:
             pass
+    modes = modes or StoreModes.of_root(os.stat(root).st_mode)
+    _files.atomic_write_text(root / LEDGER_DIR / ZEROED_FILE, now_iso() + "\n", durable=False, mode=modes.file)
     return removed
+
+
+def zeroed(root: pathlib.Path) -> str | None:
+    """When the ledger was last zeroed (ISO 8601), or None (never, or unreadable)."""
+    import datetime
+
+    try:
+        text = _files.read_regular(root / LEDGER_DIR / ZEROED_FILE)[:100].decode("ascii").strip()
+        datetime.datetime.fromisoformat(text)
+    except (OSError, ValueError):
+        return None
+    return text

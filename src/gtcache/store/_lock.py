@@ -14,12 +14,29 @@ Two methods, chosen by ``GTCACHE_LOCKING``:
   longer names its file and tries again, so no lock files pile up.
 - ``files``: ``<name>.lock`` created with ``O_EXCL`` (atomic on every file
   system, Lustre and NFSv3+ included), holding ``pid host``; the holder
-  refreshes its modification time every ``HEARTBEAT`` seconds. A lock file is
-  stale when its process is gone (same host) or it has not been refreshed for
-  ``STALE`` seconds (any host), and the next contender removes it.
+  refreshes its modification time every ``HEARTBEAT`` seconds (through transient
+  errors, until released). A lock file is stale when its process is gone (same
+  host) or it has not been refreshed for ``STALE`` seconds (any host), and the
+  next contender takes it over.
 - ``auto`` (default): ``flock``, and ``files`` in every folder whose file
   system answers ``flock`` with ENOSYS, EOPNOTSUPP or ENOLCK (Lustre mounted
   without ``flock``, some NFS set-ups).
+
+Taking a stale lock file over. Its age is judged by the file system's clock,
+not this host's: a new probe file's modification time (set by the file server
+on NFS) minus the lock's (set by its holder's refreshes, through the same
+server), so a holder on a host whose clock is off is not judged by it. The
+contender remembers which file it judged stale (inode, modification time and
+holder: file systems reuse a freed inode at once), checks again that the path
+still names that file, renames it aside and checks what it moved: only the
+judged file is removed; a fresh lock moved by mistake (its holder
+released and another took the lock in between) is linked back. Two contenders
+judging one stale lock thus end with one holder; a third creating the lock in
+the microseconds a mistaken move lasts is the one case where two hold it, and
+no harm comes of that (the work is done twice).
+
+Lock files get the store's file mode (``Store.modes``): group-writable in a
+group-shared store, so that its members can lock and take over each other's locks.
 """
 
 from __future__ import annotations
@@ -50,11 +67,13 @@ _HOST = socket.gethostname()
 class StoreLock:
     """One named lock; ``acquire(timeout)`` returns whether it got it, never waits longer."""
 
-    def __init__(self, path: pathlib.Path, method: str = "auto"):
+    def __init__(self, path: pathlib.Path, method: str = "auto", *, mode: int = 0o644):
         if method not in LOCKING_METHODS:
             raise GtcacheError(f"Unknown locking method '{method}' (choose from {', '.join(LOCKING_METHODS)}).")
         self.path = path
         self.method = method
+        #: Permission bits of the lock file, whatever the umask.
+        self.mode = mode
         self._fd: int | None = None
         self._heartbeat: threading.Event | None = None
         #: The inode of the lock file this lock created (method ``files``).
@@ -114,7 +133,20 @@ class StoreLock:
     def _try_flock(self) -> bool:
         import fcntl
 
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW
+        try:
+            fd = os.open(self.path, flags | os.O_CREAT | os.O_EXCL, self.mode)
+        except FileExistsError:
+            try:
+                fd = os.open(self.path, flags)
+            except FileNotFoundError:  # removed by its holder meanwhile
+                return False
+        else:
+            try:
+                os.fchmod(fd, self.mode)  # what the umask took away
+            except BaseException:
+                os.close(fd)
+                raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             # The holder before us may have removed the file after we opened it.
@@ -133,37 +165,59 @@ class StoreLock:
 
     def _try_file(self) -> bool:
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, self.mode)
         except FileExistsError:
-            self._break_if_stale()
+            stale = self._judge_stale()
+            if stale is not None:
+                self._take_over(stale)
             return False
         try:
+            os.fchmod(fd, self.mode)
             os.write(fd, f"{os.getpid()} {_HOST}\n".encode())
             self._ino = os.fstat(fd).st_ino
         finally:
             os.close(fd)
         beat = threading.Event()
-        threading.Thread(target=_refresh, args=(self.path, beat), daemon=True, name="gtcache-lock").start()
+        threading.Thread(
+            target=_refresh, args=(self.path, self._ino, beat), daemon=True, name="gtcache-lock"
+        ).start()
         self._heartbeat = beat
         return True
 
-    def _break_if_stale(self) -> None:
+    def _judge_stale(self) -> _Identity | None:
+        """Who the lock file is, if it is stale (its holder and age read from one open file)."""
         try:
-            holder = self.path.read_text(encoding="utf-8", errors="replace")
-            age = time.time() - os.stat(self.path).st_mtime
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
         except OSError:  # released meanwhile: the next try may get it
+            return None
+        try:
+            st = os.fstat(fd)
+            holder = os.read(fd, 256).decode("utf-8", errors="replace")
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        if not _stale(holder, lock_age(st.st_mtime, fs_now(self.path.parent))):
+            return None
+        return st.st_ino, st.st_mtime_ns, holder
+
+    def _take_over(self, stale: _Identity) -> None:
+        """Remove the lock file if it is still the one judged ``stale``; never a fresh lock."""
+        try:
+            st = os.stat(self.path, follow_symlinks=False)
+        except OSError:
             return
-        if not _stale(holder, age):
-            return
-        # Move it aside under a unique name, then make sure it was the stale one: a
-        # contender may have broken it and a new holder taken the lock meanwhile.
+        if (st.st_ino, st.st_mtime_ns) != stale[:2]:
+            return  # a contender took it over first
+        # Between that check and the rename its holder may release and another take the
+        # lock: move it aside, and put back what turns out to be someone else's lock.
         aside = self.path.with_name(f"{self.path.name}.stale-{os.getpid()}-{threading.get_ident()}")
         try:
             os.rename(self.path, aside)
         except OSError:
             return
         try:
-            if aside.read_text(encoding="utf-8", errors="replace") != holder:
+            if _identity(aside) != stale:
                 os.link(aside, self.path)  # a live lock: put it back unless taken again
         except OSError:
             pass
@@ -172,6 +226,20 @@ class StoreLock:
                 os.unlink(aside)
             except OSError:
                 pass
+
+
+#: What tells two lock files at one path apart: inode (reused at once by many file
+#: systems), modification time (refreshed by a live holder) and holder ("pid host").
+_Identity = tuple[int, int, str]
+
+
+def _identity(path: pathlib.Path) -> _Identity:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        st = os.fstat(fd)
+        return st.st_ino, st.st_mtime_ns, os.read(fd, 256).decode("utf-8", errors="replace")
+    finally:
+        os.close(fd)
 
 
 def _probe_flock(folder: str) -> bool:
@@ -208,9 +276,43 @@ def _stale(holder: str, age: float) -> bool:
     return False
 
 
-def _refresh(path: pathlib.Path, stop: threading.Event) -> None:
+def fs_now(folder: pathlib.Path) -> float:
+    """The file system's clock in ``folder``: the modification time of a new probe file.
+
+    On NFS the server sets it, as it sets the times of the lock's refreshes; this
+    host's ``time.time()`` when no file can be made here.
+    """
+    probe = f"{folder}/.clock-probe-{os.getpid()}-{threading.get_ident()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return time.time()
+    try:
+        return os.fstat(fd).st_mtime
+    except OSError:
+        return time.time()
+    finally:
+        os.close(fd)
+        try:
+            os.unlink(probe)
+        except OSError:
+            pass
+
+
+def lock_age(lock_mtime: float, now: float) -> float:
+    """Seconds since a lock was refreshed, both times from the file system's clock."""
+    return now - lock_mtime
+
+
+def _refresh(path: pathlib.Path, ino: int, stop: threading.Event) -> None:
+    """Refresh the lock file ``ino`` every ``HEARTBEAT`` until ``stop``; errors are retried
+    (a file server that does not answer for a while); stops if the lock was taken over."""
     while not stop.wait(HEARTBEAT):
         try:
+            if os.stat(path, follow_symlinks=False).st_ino != ino:
+                return  # broken as stale and taken by another: not ours to refresh
             os.utime(path)
+        except FileNotFoundError:
+            return  # taken over, or released
         except OSError:
-            return
+            continue

@@ -24,7 +24,7 @@ import xxhash
 
 from gtcache.store._layout import ENTRY_FILE, KEY_PATTERN
 
-__all__ = ["SCHEMA_VERSION", "EntryRecord", "FileRecord", "now_iso"]
+__all__ = ["ARTIFACT_FILE_FIELDS", "SCHEMA_VERSION", "EntryRecord", "FileRecord", "now_iso"]
 
 #: Version of ``entry.json`` this code writes and reads.
 SCHEMA_VERSION = 2
@@ -34,6 +34,16 @@ _UNCHECKED = frozenset({"last_used", "hits", "record_xxh3"})
 #: Payload files are flat names inside the entry folder: no separators, no "..".
 _FILE_NAME = re.compile(r"^(?!\.\.?$)[A-Za-z0-9._+-]{1,200}$")
 _HEX = re.compile(r"^[0-9a-f]{32}$")
+
+#: The artifact fields that name payload files, by artifact kind (the ``file_name`` fields
+#: of ``entry.schema.json``). Each must be one of the entry's ``files``: an entry names only
+#: its own files, never a path outside its folder. The codecs check the same (and the
+#: dace stub beside the library) before anything is opened.
+ARTIFACT_FILE_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "gtfn": ("module",),
+    "dace": ("library", "sdfg"),
+    "roundtrip": ("source",),
+}
 
 
 def now_iso() -> str:
@@ -141,6 +151,8 @@ class EntryRecord:
             raise ValueError("field 'artifact' lacks its 'fields' object.")
         if data["record_xxh3"] != record_digest(data):
             raise ValueError("the record does not match its checksum ('record_xxh3').")
+        files = _parse_files(data["files"])
+        _check_artifact_files(data["artifact"], files)
         return cls(
             key=data["key"],
             ingredients=data["ingredients"],
@@ -149,7 +161,7 @@ class EntryRecord:
             device=data["device"],
             toolchain=data["toolchain"],
             artifact=data["artifact"],
-            files=_parse_files(data["files"]),
+            files=files,
             created=data["created"],
             last_used=data["last_used"],
             hits=data["hits"],
@@ -163,6 +175,8 @@ class EntryRecord:
             data = json.loads(text)
         except ValueError as error:
             raise ValueError(f"'{ENTRY_FILE}' is not valid JSON ({error}).") from None
+        except RecursionError:
+            raise ValueError(f"'{ENTRY_FILE}' is nested too deeply.") from None
         return cls.from_json(data)
 
 
@@ -189,6 +203,18 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "gtcache_version": (str,),
     "record_xxh3": (str,),
 }
+
+
+def _check_artifact_files(artifact: Mapping[str, Any], files: tuple[FileRecord, ...]) -> None:
+    kind = artifact["kind"]
+    if kind not in ARTIFACT_FILE_FIELDS:
+        raise ValueError(f"artifact kind '{kind}' is not one of {', '.join(sorted(ARTIFACT_FILE_FIELDS))}.")
+    names = {f.path for f in files}
+    fields = artifact["fields"]
+    for field in ARTIFACT_FILE_FIELDS[kind]:
+        value = fields.get(field)
+        if not isinstance(value, str) or value not in names:
+            raise ValueError(f"artifact field '{field}' ({value!r}) is not a file of the entry.")
 
 
 def _parse_files(items: list[Any]) -> tuple[FileRecord, ...]:

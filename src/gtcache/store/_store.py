@@ -18,8 +18,9 @@ import gc
 import json
 import os
 import pathlib
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+import stat
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Literal
 
 from gtcache._version import __version__
 from gtcache.errors import (
@@ -29,12 +30,14 @@ from gtcache.errors import (
     GtcacheError,
     NotAStoreError,
     StoreVersionError,
+    UntrustedStoreError,
 )
 from gtcache.store import _files, _layout, _ledger
 from gtcache.store._index import Index, IndexRow
 from gtcache.store._lock import StoreLock
 from gtcache.store._record import EntryRecord, FileRecord, now_iso
 from gtcache.store._scan import EntryInfo, StoreScan
+from gtcache.store._trust import StoreModes, TrustPolicy, check_store
 
 __all__ = ["Entry", "EntryDraft", "Store", "open_store"]
 
@@ -72,14 +75,31 @@ class Entry:
         return self.path / name
 
 
+#: How the index compares with the entry folders (``Store.check_index``).
+IndexState = Literal["ok", "lagging", "rebuilt", "foreign", "unavailable"]
+
+
 class Store:
     """A gtcache store rooted at ``root``. Create with ``open_store``."""
 
-    def __init__(self, root: pathlib.Path, *, index_dir: pathlib.Path | None, read_only: bool):
+    def __init__(
+        self, root: pathlib.Path, *, index_dir: pathlib.Path | None, read_only: bool,
+        trust: TrustPolicy | None = None, trust_problem: str | None = None, modes: StoreModes | None = None,
+    ):
         self.root = root
         self.read_only = read_only
         self.index_dir = index_dir if index_dir is not None else root / _layout.INDEX_DIR
-        self._index = Index(self.index_dir)
+        #: Whose entry files ``lookup`` accepts (``None``: anyone's; see ``_trust.py``).
+        self.trust = trust
+        #: Why the store is not trusted, when opened anyway (``allow_untrusted``): then read-only.
+        self.trust_problem = trust_problem
+        #: Permission bits of what this store creates: the root's (group-shared stores).
+        self.modes = modes or StoreModes()
+        self._index = Index(
+            self.index_dir, store_root=root, mode=self.modes.folder if self.modes.shared else 0o700
+        )
+        #: The fixed folders that are not real folders, checked once (``unsafe_folders``).
+        self._unsafe: tuple[tuple[pathlib.Path, str], ...] | None = None
 
     def __repr__(self) -> str:
         return f"Store({str(self.root)!r}, read_only={self.read_only})"
@@ -99,19 +119,27 @@ class Store:
         here, checksums by ``verify_payload`` just before loading.
         """
         path = self.entry_path(key)
-        try:
-            text = (path / _layout.ENTRY_FILE).read_bytes()
+        try:  # never a symlink or a FIFO; the owner and mode come with the fstat
+            fd, st = _files.open_regular(f"{path}/{_layout.ENTRY_FILE}")
         except FileNotFoundError:
             return None
         except OSError as error:
+            raise CorruptEntryError(key, f"cannot read '{_layout.ENTRY_FILE}' ({error.strerror}).") from None
+        try:
+            text = _read_fd(fd, st.st_size)
+        except OSError as error:
             raise CorruptEntryError(key, f"cannot read '{_layout.ENTRY_FILE}' ({error}).") from None
+        finally:
+            os.close(fd)
+        if self.trust is not None and (problem := self.trust.file_problem(_layout.ENTRY_FILE, st)):
+            raise CorruptEntryError(key, problem)
         try:
             record = EntryRecord.loads(text)
         except ValueError as error:
             raise CorruptEntryError(key, str(error)) from None
         if record.key != key:
             raise CorruptEntryError(key, f"its record names key '{record.key}'.")
-        if problem := _size_problem(path, ((f.path, f.size) for f in record.files)):
+        if problem := _size_problem(path, ((f.path, f.size) for f in record.files), self.trust):
             if not (path / _layout.ENTRY_FILE).exists():
                 return None  # removed (renamed away whole) while we looked: absent, not broken
             raise CorruptEntryError(key, problem)
@@ -130,20 +158,30 @@ class Store:
             try:
                 digest = _files.file_xxh3(entry.path / item.path)
             except OSError as error:
-                raise CorruptEntryError(entry.key, f"cannot read '{item.path}' ({error}).") from None
+                raise CorruptEntryError(entry.key, f"cannot read '{item.path}' ({error.strerror}).") from None
             if digest != item.xxh3:
                 raise CorruptEntryError(entry.key, f"file '{item.path}' does not match its checksum.")
 
     def touch(self, key: str, *, hits: int = 1) -> None:
-        """Record use of an entry (last used, hit count). Best effort; lost updates are harmless."""
-        if self.read_only:
+        """Record use of an entry (last used, hit count). Best effort; lost updates are harmless.
+
+        Reads and rewrites ``entry.json`` through one descriptor of the entry folder: if
+        the entry is removed (renamed into ``trash/``) and published again meanwhile, the
+        rewrite lands in the old, removed folder, never over the new entry's record.
+        """
+        if self.read_only or self.unsafe_folders():
             return
-        path = self.entry_path(key) / _layout.ENTRY_FILE
         with contextlib.suppress(OSError, ValueError):
-            record = EntryRecord.loads(path.read_bytes())
-            record = dataclasses.replace(record, last_used=now_iso(), hits=record.hits + hits)
-            # Not fsynced: usage counters are worth less than a disk flush per hit.
-            _files.atomic_write_text(path, record.dumps(), durable=False)
+            folder = os.open(self.entry_path(key), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            try:
+                record = EntryRecord.loads(_files.read_regular(_layout.ENTRY_FILE, dir_fd=folder))
+                if record.key != key:
+                    return
+                record = dataclasses.replace(record, last_used=now_iso(), hits=record.hits + hits)
+                # Not fsynced: usage counters are worth less than a disk flush per hit.
+                _files.replace_text_at(folder, _layout.ENTRY_FILE, record.dumps(), mode=self.modes.file)
+            finally:
+                os.close(folder)
 
     # -- direct keys --------------------------------------------------------------------
 
@@ -161,8 +199,8 @@ class Store:
         if not (_layout.is_key(direct_key) and _layout.is_key(build_key)):
             raise ValueError("Direct and build keys must be 32 lowercase hex digits.")
         link = _layout.direct_link(self.root, direct_key)
-        link.parent.mkdir(parents=True, exist_ok=True)
-        _files.atomic_write_text(link, build_key + "\n", durable=False)
+        self.modes.make_folder(link.parent)
+        _files.atomic_write_text(link, build_key + "\n", durable=False, mode=self.modes.file)
 
     # -- publish ------------------------------------------------------------------------
 
@@ -185,9 +223,10 @@ class Store:
 
         return self._publish(draft.key, files, record_for)
 
-    def publish_record(self, record: EntryRecord, files: Mapping[str, bytes]) -> Entry:
+    def publish_record(self, record: EntryRecord, files: Mapping[str, pathlib.Path | bytes]) -> Entry:
         """Publish an entry another store wrote (an import): its record as it is, its files
-        checked against the record. Atomic and single-flight like ``publish``."""
+        (name -> source path or content) checked against the record. Atomic and
+        single-flight like ``publish``; a broken entry at the key is replaced."""
 
         def record_for(file_records: tuple[FileRecord, ...]) -> EntryRecord:
             if sorted(file_records, key=lambda f: f.path) != sorted(record.files, key=lambda f: f.path):
@@ -204,20 +243,27 @@ class Store:
         staging = self._stage(files, record_for)
         target = self.entry_path(key)
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
+            self._shard(key, create=True)
             for _attempt in range(3):
                 if _rename_if_absent(staging, target):
                     # The index is not touched: model runs (many ranks, shared file
                     # systems) never open SQLite; the next scan picks the entry up.
                     _files.fsync_dir(target.parent)
                     return Entry(record=_read_record(target), path=target)
+                # Something is at the key. A sound entry wins; anything else (a broken
+                # record, a folder without 'entry.json', a symlink, a file) is replaced:
+                # a complete entry is renamed in whole, so none of those is one in the making.
                 try:
-                    existing = self.lookup(key)
-                    if existing is not None:
-                        self.verify_payload(existing)
-                        return existing
+                    if stat.S_ISDIR(os.lstat(target).st_mode):
+                        existing = self.lookup(key)
+                        if existing is not None:
+                            self.verify_payload(existing)
+                            return existing
+                except FileNotFoundError:
+                    continue  # removed meanwhile: try again
                 except CorruptEntryError:
-                    self._move_to_trash(target)
+                    pass
+                self._move_to_trash(target)
             raise GtcacheError(f"Could not publish entry '{key}' after three attempts.")
         finally:
             _files.remove_tree(staging)
@@ -228,20 +274,20 @@ class Store:
     ) -> pathlib.Path:
         """A complete entry folder under ``tmp/``: every file flushed, then ``entry.json``."""
         tmp_root = self.root / _layout.TMP_DIR
-        tmp_root.mkdir(exist_ok=True)
+        self.modes.make_folder(tmp_root)
         staging = tmp_root / _files.unique_name("publish-")
-        staging.mkdir()
+        self.modes.make_folder(staging)
         try:
             records = []
             for name, source in sorted(files.items()):
                 if isinstance(source, bytes):
-                    size, digest = _files.write_durably(staging / name, source)
+                    size, digest = _files.write_durably(staging / name, source, mode=self.modes.file)
                 else:
-                    size, digest = _files.copy_durably(source, staging / name)
+                    size, digest = _files.copy_durably(source, staging / name, mode=self.modes.file)
                 records.append(FileRecord(path=name, size=size, xxh3=digest))
             record = record_for(tuple(records))
             EntryRecord.from_json(json.loads(record.dumps()))  # never publish what we cannot read
-            _files.atomic_write_text(staging / _layout.ENTRY_FILE, record.dumps())
+            _files.atomic_write_text(staging / _layout.ENTRY_FILE, record.dumps(), mode=self.modes.file)
             _files.fsync_dir(staging)
         except BaseException:
             _files.remove_tree(staging)
@@ -250,38 +296,108 @@ class Store:
 
     # -- removal ------------------------------------------------------------------------
 
-    def remove(self, keys: Iterable[str]) -> int:
-        """Remove entries (absent keys are skipped); return the bytes freed."""
+    def remove(self, keys: Iterable[str], *, failed: dict[str, str] | None = None) -> int:
+        """Remove entries (absent keys are skipped); return the bytes freed.
+
+        ``failed``: an entry that cannot be removed (``OSError``: permissions, ...) is added
+        to it, key -> why, and the others still go; without it the first such error raises.
+        """
         self._require_writable()
         freed = 0
         for key in keys:
             path = self.entry_path(key)
+            if self._shard(key) is None:  # never reach through a symlinked shard
+                self._index.delete(key)
+                continue
             size = _tree_size(path)
-            if self._move_to_trash(path):
+            try:
+                moved = self._move_to_trash(path)
+            except OSError as error:
+                if failed is None:
+                    raise
+                where = f": '{error.filename}'" if error.filename is not None else ""
+                failed[key] = f"{error.strerror or error}{where}"
+                continue
+            if moved:
                 freed += size
             self._index.delete(key)
         return freed
 
     def clear(self) -> int:
-        """Remove every entry folder and the index; return the bytes freed."""
+        """Remove every entry folder, the index and what ``quarantine/`` holds; return the bytes freed."""
         self._require_writable()
         keys = [key for key, _ in self._disk_keys()]
         freed = self.remove(keys)
+        freed += self.quarantined()[1]
         self._index.drop()
-        for leftover in (_layout.TMP_DIR, _layout.TRASH_DIR, _layout.DIRECT_DIR):
+        for leftover in (_layout.TMP_DIR, _layout.TRASH_DIR, _layout.DIRECT_DIR, _layout.QUARANTINE_DIR):
             _files.remove_tree(self.root / leftover)
         return freed
 
+    def quarantined(self) -> tuple[int, int]:
+        """(items, bytes) in ``quarantine/``: broken entries ``verify --repair`` moved aside,
+        which no listing shows and only ``clear`` removes. Nothing is followed through a symlink."""
+        folder = self.root / _layout.QUARANTINE_DIR
+        if any(path == folder for path, _ in self.unsafe_folders()):
+            return 0, 0
+        count = size = 0
+        with contextlib.suppress(OSError), os.scandir(folder) as items:
+            for item in items:
+                count += 1
+                with contextlib.suppress(OSError):
+                    is_folder = item.is_dir(follow_symlinks=False)
+                    size += _tree_size(pathlib.Path(item.path)) if is_folder else item.stat(follow_symlinks=False).st_size
+        return count, size
+
+    def disk_size(self, key: str) -> int:
+        """Bytes the entry folder of ``key`` takes (its record included): what ``remove`` frees."""
+        return _tree_size(self.entry_path(key)) if self._shard(key) is not None else 0
+
     def _move_to_trash(self, path: pathlib.Path) -> bool:
-        trash = self.root / _layout.TRASH_DIR
-        trash.mkdir(exist_ok=True)
-        doomed = trash / _files.unique_name(f"{path.name}-")
+        """Rename ``path`` (a folder, or a symlink itself) into ``trash/`` and delete it there.
+
+        ``trash/`` is opened without following a symlink and the rename and the removal go
+        through that descriptor: nothing is ever moved or deleted outside the store.
+        """
+        trash = self._fixed_dir(_layout.TRASH_DIR)
         try:
-            os.rename(path, doomed)
-        except FileNotFoundError:
-            return False
-        _files.remove_tree(doomed)
+            doomed = _files.unique_name(f"{path.name}-")
+            try:
+                os.rename(path, doomed, dst_dir_fd=trash)
+            except FileNotFoundError:
+                return False
+            _files.remove_tree(doomed, dir_fd=trash)
+        finally:
+            os.close(trash)
         return True
+
+    def _fixed_dir(self, name: str) -> int:
+        """A descriptor of the store folder ``name``, created if absent, never through a symlink."""
+        path = self.root / name
+        self.modes.make_folder(path)
+        try:
+            return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError as error:
+            raise GtcacheError(f"'{path}' is not a folder of the store ({error.strerror}); run 'gtcache verify --repair'.") from None
+
+    def _shard(self, key: str, *, create: bool = False) -> pathlib.Path | None:
+        """The shard folder of ``key`` if it is a real folder (created with ``create``), else None.
+
+        A shard that is a symlink or a file is refused when publishing (``GtcacheError``)
+        and skipped when removing: it is an orphan for ``verify --repair``.
+        """
+        shard = self.entry_path(key).parent
+        if create:
+            self.modes.make_folder(shard)
+        try:
+            mode = os.lstat(shard).st_mode
+        except FileNotFoundError:
+            return None
+        if stat.S_ISDIR(mode):
+            return shard
+        if create:
+            raise GtcacheError(f"'{shard}' is not a folder (a symlink or a file); run 'gtcache verify --repair'.")
+        return None
 
     # -- scan ---------------------------------------------------------------------------
 
@@ -322,11 +438,13 @@ class Store:
         infos.sort(key=lambda info: (info.program, info.backend, info.key))
         return StoreScan(root=self.root, entries=tuple(infos), index=index_state)
 
-    def check_index(self) -> str:
+    def check_index(self) -> IndexState:
         """How the index compares with the folders, refreshing it if needed.
 
         "ok"; "lagging" (behind the folders, which is normal after publishes);
-        "rebuilt" (it was unreadable); "unavailable" (read-only or unwritable).
+        "rebuilt" (it was unreadable); "foreign" (it holds rows that are not gtcache's
+        text rows, never read: ``index_foreign_rows`` says how many; rebuild to clear);
+        "unavailable" (read-only or unwritable).
         """
         if self.read_only:
             return "unavailable"
@@ -336,6 +454,8 @@ class Store:
         if self._index.state == "rebuilt":
             self.scan()
             return "rebuilt"
+        if self._index.foreign:
+            return "foreign"
         disk = dict(self._disk_keys())
         lagging = rows.keys() != disk.keys() or any(
             rows[key].mtime_ns != (mtime or 0) for key, mtime in disk.items()
@@ -344,18 +464,26 @@ class Store:
             self.scan()
         return "lagging" if lagging else "ok"
 
+    @property
+    def index_foreign_rows(self) -> int:
+        """Rows the last index read skipped unread because they are not gtcache's."""
+        return self._index.foreign
+
     def quarantine(self, key: str) -> pathlib.Path | None:
         """Move an entry out of the way, into ``quarantine/``, for inspection; None if absent."""
         self._require_writable()
-        folder = self.root / _layout.QUARANTINE_DIR
-        folder.mkdir(exist_ok=True)
-        target = folder / _files.unique_name(f"{key}-")
+        if self._shard(key) is None:
+            return None
+        folder = self._fixed_dir(_layout.QUARANTINE_DIR)
+        name = _files.unique_name(f"{key}-")
         try:
-            os.rename(self.entry_path(key), target)
+            os.rename(self.entry_path(key), name, dst_dir_fd=folder)
         except FileNotFoundError:
             return None
+        finally:
+            os.close(folder)
         self._index.delete(key)
-        return target
+        return self.root / _layout.QUARANTINE_DIR / name
 
     def usage(self) -> tuple[int, int, int]:
         """(entries, bytes, files) from the folders alone: no record is parsed, no index read."""
@@ -374,7 +502,8 @@ class Store:
     def record_run(self, summary: Mapping[str, Any]) -> None:
         """Add one process run's summary to the ledger (nothing on a read-only store)."""
         if not self.read_only:
-            _ledger.write_run(self.root, summary)
+            self._require_writable()
+            _ledger.write_run(self.root, summary, self.modes)
 
     def ledger(self) -> _ledger.LedgerTotals:
         return _ledger.totals(self.root)
@@ -384,7 +513,11 @@ class Store:
 
     def zero_ledger(self) -> int:
         self._require_writable()
-        return _ledger.zero(self.root)
+        return _ledger.zero(self.root, self.modes)
+
+    def ledger_zeroed(self) -> str | None:
+        """When ``zero_ledger`` (``gtcache stats --zero``) last ran, ISO 8601; None if never."""
+        return _ledger.zeroed(self.root)
 
     def rebuild_index(self) -> StoreScan:
         """Drop the index and rebuild it from the entry folders."""
@@ -415,14 +548,21 @@ class Store:
 
     def _disk_keys(self) -> list[tuple[str, int | None]]:
         """(key, mtime_ns of entry.json or None) of every folder shaped like an entry."""
-        found = []
+        found: list[tuple[str, int | None]] = []
         entries = self.root / _layout.ENTRIES_DIR
+        if any(path == entries for path, _ in self.unsafe_folders()):
+            return found  # a symlinked 'entries' is never listed (verify reports it)
         with contextlib.suppress(FileNotFoundError):
             for shard in os.scandir(entries):
-                if len(shard.name) != 2 or not shard.is_dir():
+                # No symlinks (d_type: no extra system call): a linked shard or entry is an
+                # orphan, never listed, so never removed through the link.
+                if len(shard.name) != 2 or not shard.is_dir(follow_symlinks=False):
                     continue
                 for item in os.scandir(shard.path):
-                    if not (_layout.is_key(item.name) and item.name.startswith(shard.name)):
+                    if not (
+                        _layout.is_key(item.name) and item.name.startswith(shard.name)
+                        and item.is_dir(follow_symlinks=False)
+                    ):
                         continue
                     try:  # f-strings, not os.path.join: this runs once per entry per scan
                         mtime_ns: int | None = os.stat(f"{item.path}/{_layout.ENTRY_FILE}").st_mtime_ns
@@ -436,8 +576,8 @@ class Store:
             entry = self.lookup(key)
         except CorruptEntryError as error:
             record = None
-            with contextlib.suppress(OSError, ValueError):
-                raw = json.loads((self.entry_path(key) / _layout.ENTRY_FILE).read_bytes())
+            with contextlib.suppress(OSError, ValueError, RecursionError):
+                raw = json.loads(_files.read_regular(self.entry_path(key) / _layout.ENTRY_FILE))
                 record = raw if isinstance(raw, dict) else None
             return IndexRow(mtime_ns=mtime_ns or 0, record=record, problem=error.reason)
         if entry is None:  # entry.json missing
@@ -449,19 +589,81 @@ class Store:
         problem = row.problem
         if problem is None and row.record is not None:
             # Sizes change without touching entry.json (a truncated payload): check them here.
-            problem = _size_problem(path, ((f["path"], f["size"]) for f in row.record.get("files", ())))
+            problem = _size_problem(
+                path, ((f["path"], f["size"]) for f in row.record.get("files", ())), self.trust
+            )
         return EntryInfo.make(key=key, path=pathlib.Path(path), raw=row.record, problem=problem)
 
     def lock(self, name: str, method: str = "auto") -> StoreLock:
         """The inter-process lock ``name`` of this store (``locks/<name>.lock``, see ``_lock.py``)."""
         self._require_writable()
         folder = self.root / _layout.LOCKS_DIR
-        folder.mkdir(exist_ok=True)
-        return StoreLock(folder / f"{name}.lock", method)
+        self.modes.make_folder(folder)
+        return StoreLock(folder / f"{name}.lock", method, mode=self.modes.file)
+
+    @contextlib.contextmanager
+    def scratch(self, prefix: str) -> Iterator[pathlib.Path]:
+        """A fresh path in the store's ``tmp/`` (not created: make a folder or a file there),
+        removed with everything under it on leaving. Same file system as the entries."""
+        path = self.root / _layout.TMP_DIR / _files.unique_name(prefix)
+        try:
+            yield path
+        finally:
+            _files.remove_tree(path)
 
     def _require_writable(self) -> None:
         if self.read_only:
             raise GtcacheError(f"Store '{self.root}' is read-only.")
+        if unsafe := self.unsafe_folders():
+            path, what = unsafe[0]
+            raise GtcacheError(
+                f"Store folder '{path}' is {what}; nothing is written through it: run 'gtcache verify --repair'."
+            )
+
+    def fixed_folders(self) -> tuple[pathlib.Path, ...]:
+        """The store's own folders (and ``index`` when it lives in the store)."""
+        folders = tuple(self.root / name for name in _layout.FIXED_DIRS)
+        if self.index_dir == self.root / _layout.INDEX_DIR:
+            folders += (self.index_dir,)
+        return folders
+
+    def unsafe_folders(self) -> tuple[tuple[pathlib.Path, str], ...]:
+        """Fixed folders that exist but are not real folders (a symlink, a file): (path, what).
+
+        Checked once per ``Store`` (one ``lstat`` per folder), never on lookups; every
+        write refuses while one is found (``verify --repair`` mends them).
+        """
+        if self._unsafe is None:
+            found = []
+            for path in self.fixed_folders():
+                try:
+                    mode = os.lstat(path).st_mode
+                except FileNotFoundError:
+                    continue
+                except OSError as error:
+                    found.append((path, f"unreadable ({error.strerror})"))
+                    continue
+                if stat.S_ISLNK(mode):
+                    found.append((path, "a symbolic link"))
+                elif not stat.S_ISDIR(mode):
+                    found.append((path, "not a folder"))
+            self._unsafe = tuple(found)
+        return self._unsafe
+
+    def repair_folder(self, path: pathlib.Path) -> None:
+        """Replace the fixed folder ``path`` that is a symlink or a file by an empty folder.
+
+        Removes the link (or file) itself, never what it points to.
+        """
+        if self.read_only:
+            raise GtcacheError(f"Store '{self.root}' is read-only.")
+        if path not in self.fixed_folders():
+            raise ValueError(f"'{path}' is not a fixed folder of the store.")
+        with contextlib.suppress(FileNotFoundError):
+            if not stat.S_ISDIR(os.lstat(path).st_mode):
+                path.unlink()
+        path.mkdir(mode=0o700 if path == self.index_dir else 0o777, exist_ok=True)
+        self._unsafe = None
 
 
 def open_store(
@@ -470,12 +672,20 @@ def open_store(
     index_dir: str | os.PathLike[str] | None = None,
     create: bool = True,
     read_only: bool = False,
+    trust: TrustPolicy | None = None,
+    allow_untrusted: bool = False,
 ) -> Store:
     """Open the store at ``root``, creating it when absent (or an empty folder) and ``create``.
 
     Raises ``StoreVersionError`` for a store of another layout version and
     ``NotAStoreError`` for a non-empty folder that is not a store. ``read_only``
     opens an existing store that is never written (no index, counters, links, ledger).
+
+    The store (and its index) must pass the owner and permission checks of
+    ``trust`` (default: ``TrustPolicy.from_env()``, see ``gtcache.store._trust``),
+    else ``UntrustedStoreError``; with ``allow_untrusted`` (listings) it opens
+    anyway, read-only and without its index, with the reason in ``Store.trust_problem``.
+    Entries whose files fail the checks are broken either way.
     """
     path = pathlib.Path(root).expanduser().absolute()
     layout = path / _layout.LAYOUT_FILE
@@ -484,11 +694,19 @@ def open_store(
             raise GtcacheError(f"No gtcache store at '{path}'.")
         _create(path)
     _check_layout(path, layout)
+    trust = trust if trust is not None else TrustPolicy.from_env()
+    index = pathlib.Path(index_dir).expanduser().absolute() if index_dir else None
+    problem = None
+    try:
+        check_store(path, index, trust)
+    except UntrustedStoreError as error:
+        if not allow_untrusted:
+            raise
+        problem, read_only = str(error), True
     writable = os.access(path, os.W_OK) and os.access(path / _layout.ENTRIES_DIR, os.W_OK)
     return Store(
-        path,
-        index_dir=pathlib.Path(index_dir).expanduser().absolute() if index_dir else None,
-        read_only=read_only or not writable,
+        path, index_dir=index, read_only=read_only or not writable, trust=trust, trust_problem=problem,
+        modes=StoreModes.of_root(os.stat(path).st_mode),
     )
 
 
@@ -516,16 +734,18 @@ def _create(path: pathlib.Path) -> None:
         raise NotAStoreError(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
+        # The root's mode (umask, or what an admin set: 2775 for a group) is the store's.
+        modes = StoreModes.of_root(os.stat(path).st_mode)
         for name in (_layout.ENTRIES_DIR, _layout.TMP_DIR, _layout.TRASH_DIR):
-            (path / name).mkdir(exist_ok=True)
+            modes.make_folder(path / name)
         tag = path / _layout.CACHEDIR_TAG
         if not tag.exists():
-            _files.atomic_write_text(tag, _layout.CACHEDIR_TAG_TEXT)
+            _files.atomic_write_text(tag, _layout.CACHEDIR_TAG_TEXT, mode=modes.file)
         layout_text = json.dumps(
             {"format": _layout.LAYOUT_FORMAT, "layout_version": _layout.LAYOUT_VERSION}, indent=2
         )
         # Written last: a folder is a store once this file exists.
-        _files.atomic_write_text(path / _layout.LAYOUT_FILE, layout_text + "\n")
+        _files.atomic_write_text(path / _layout.LAYOUT_FILE, layout_text + "\n", mode=modes.file)
     except OSError as error:
         raise GtcacheError(f"Cannot create a store at '{path}': {error.strerror or error}.") from None
 
@@ -545,35 +765,52 @@ def _rename_if_absent(source: pathlib.Path, target: pathlib.Path) -> bool:
     try:
         os.rename(source, target)
     except OSError as error:
-        if error.errno in (errno.EEXIST, errno.ENOTEMPTY):
+        if error.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):  # ENOTDIR: a file or symlink
             return False
         raise
     return True
 
 
 def _read_record(path: pathlib.Path) -> EntryRecord:
-    return EntryRecord.loads((path / _layout.ENTRY_FILE).read_bytes())
+    return EntryRecord.loads(_files.read_regular(path / _layout.ENTRY_FILE))
 
 
-def _size_problem(path: str | pathlib.Path, files: Iterable[tuple[str, int]]) -> str | None:
-    """Why the payload files ``(name, size)`` in ``path`` are not as recorded, or None.
+def _size_problem(
+    path: str | pathlib.Path, files: Iterable[tuple[str, int]], trust: TrustPolicy | None = None
+) -> str | None:
+    """Why the payload files ``(name, size)`` in ``path`` are not as recorded (or, with
+    ``trust``, may have been written by someone untrusted), or None.
 
-    Runs per entry on every scan: f-strings and ``os.stat``, no pathlib objects.
+    Runs per entry on every scan and lookup: f-strings and one ``os.lstat`` per file, no
+    pathlib objects. Only regular files count: a symlink, FIFO or device is a problem.
     """
     for name, expected in files:
         try:
-            size = os.stat(f"{path}/{name}").st_size
+            info = os.lstat(f"{path}/{name}")
         except OSError:
             return f"file '{name}' is missing."
+        if not stat.S_ISREG(info.st_mode):
+            return f"file '{name}' is not a regular file."
+        size = info.st_size
+        if trust is not None and (problem := trust.file_problem(name, info)):
+            return problem
         if size != expected:
             return f"file '{name}' has {size} bytes, not {expected}."
     return None
 
 
+def _read_fd(fd: int, size: int) -> bytes:
+    """All of an open file's bytes (``size``: what ``fstat`` said; it may have grown)."""
+    chunks = []
+    while chunk := os.read(fd, max(size, 4096) + 1):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def _tree_size(path: pathlib.Path) -> int:
     total = 0
-    with contextlib.suppress(OSError):
-        for item in path.iterdir():
+    with contextlib.suppress(OSError), os.scandir(path) as items:
+        for item in items:
             with contextlib.suppress(OSError):
-                total += item.stat().st_size
+                total += item.stat(follow_symlinks=False).st_size
     return total

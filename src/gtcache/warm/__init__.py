@@ -11,22 +11,40 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal
 
+from gtcache import toolchain
+from gtcache.errors import GtcacheError
+from gtcache.settings import Settings
 from gtcache.store import Store
-from gtcache.store._files import remove_tree, unique_name
-from gtcache.warm.run import DEFAULT_MEMORY_PER_JOB, WarmResult, effective_jobs, run_local, run_on_dask
-from gtcache.warm.spec import SpecError, VariantSpec, from_ledger, from_manifest, from_modules, unique
+from gtcache.warm.run import DEFAULT_MEMORY_PER_JOB, WarmResult, WarmStatus, effective_jobs, run_local, run_on_dask
+from gtcache.warm.spec import (
+    DEVICES,
+    SpecError,
+    VariantSpec,
+    for_archs,
+    from_ledger,
+    from_manifest,
+    from_modules,
+    unique,
+)
 
 __all__ = [
     "DEFAULT_MEMORY_PER_JOB",
+    "DEVICES",
+    "PlanStatus",
     "PlannedVariant",
     "SpecError",
     "VariantSpec",
     "WarmReport",
     "WarmResult",
+    "WarmStatus",
+    "check_static_args",
+    "check_toolkit",
     "effective_jobs",
+    "for_archs",
     "from_ledger",
     "from_manifest",
     "from_modules",
@@ -36,12 +54,16 @@ __all__ = [
 ]
 
 
+#: "cached" (in the store), "missing", "failed" (gt4py could not lower it) or
+#: "unplannable" (its key cannot be computed without compiling; ``detail`` says why).
+PlanStatus = Literal["cached", "missing", "failed", "unplannable"]
+
+
 @dataclasses.dataclass(frozen=True)
 class PlannedVariant:
     spec: VariantSpec
     key: str | None
-    #: "cached" (in the store), "missing" or "failed" (gt4py could not lower it).
-    status: str
+    status: PlanStatus
     detail: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -54,12 +76,12 @@ class WarmReport:
     jobs: int
     seconds: float
 
-    def count(self, status: str) -> int:
+    def count(self, status: WarmStatus) -> int:
         return sum(r.status == status for r in self.results)
 
     @property
     def failed(self) -> tuple[WarmResult, ...]:
-        return tuple(r for r in self.results if r.status in ("failed", "timeout"))
+        return tuple(r for r in self.results if r.status in ("failed", "timeout", "unplannable"))
 
     @property
     def ok(self) -> bool:
@@ -69,15 +91,16 @@ class WarmReport:
         return {
             "jobs": self.jobs,
             "seconds": round(self.seconds, 3),
-            "counts": {s: self.count(s) for s in ("compiled", "cached", "bypassed", "failed", "timeout")},
+            "counts": {s: self.count(s) for s in typing.get_args(WarmStatus)},
             "peak_memory": max((r.peak_memory for r in self.results), default=0),
             "variants": [r.to_json() for r in self.results],
         }
 
 
-def plan(specs: Sequence[VariantSpec], store: Store) -> list[PlannedVariant]:
-    """Resolve and check every variant, and look its key up. ``SpecError`` for bad input."""
-    from gtcache.gt4py import _compat, plan_variant
+def plan(specs: Sequence[VariantSpec], store: Store, *, settings: Settings | None = None) -> list[PlannedVariant]:
+    """Resolve and check every variant, and look its key up. ``SpecError`` for bad input.
+    ``settings``: as ``gtcache.gt4py.serving`` takes them (default: the environment's)."""
+    from gtcache.gt4py import plan_variant, scalar_parameters
     from gtcache.gt4py.targets import TargetError, load_object, resolve_backend, resolve_grid
 
     resolved: dict[tuple[str, str], Any] = {}
@@ -95,27 +118,70 @@ def plan(specs: Sequence[VariantSpec], store: Store) -> list[PlannedVariant]:
         program = get("program", spec.program, lambda n: load_object(n, what="program"))
         backend = get("backend", spec.backend, resolve_backend)
         grid = get("grid", spec.grid or "", resolve_grid)
-        _check_static_args(spec, _compat.scalar_parameters(program))
+        _check_static_args(spec, scalar_parameters(program))
         try:
-            outcomes = plan_variant(
-                store, program, backend=backend, offset_provider=grid,
-                static_args={name: [value] for name, value in spec.static_args},
-            )
+            with toolchain.target_arch(spec.arch):  # keyed for the arch it is built for
+                outcomes = plan_variant(
+                    store, program, backend=backend, offset_provider=grid,
+                    static_args={name: [value] for name, value in spec.static_args}, settings=settings,
+                )
         except Exception as error:  # a program gt4py cannot lower fails alone
             planned.append(PlannedVariant(spec, None, "failed", f"{type(error).__name__}: {error}"))
             continue
+        if not outcomes:
+            planned.append(PlannedVariant(spec, None, "unplannable", "gt4py asked for no compilation"))
         for outcome in outcomes:
-            planned.append(PlannedVariant(spec, outcome.key, outcome.status))
+            status = outcome.status
+            if status == "cached" or status == "missing" or status == "unplannable":
+                planned.append(PlannedVariant(spec, outcome.key, status, outcome.detail))
+            else:  # planning serves and compiles nothing: never "hit", "compiled", ...
+                planned.append(PlannedVariant(spec, outcome.key, "failed", f"planning gave '{status}'"))
     return planned
 
 
+def check_toolkit(specs: Sequence[VariantSpec]) -> None:
+    """``GtcacheError`` (one sentence) when a variant declares an arch the toolkit cannot
+    build for: its driver (``nvcc``, ``hipcc``) is not found, or it does not list the arch."""
+    for device in sorted({s.device for s in specs if s.arch and s.device}):
+        compiler, variable, _ = toolchain.toolkit_driver(device)
+        archs = sorted({s.arch for s in specs if s.device == device and s.arch})
+        supported = toolchain.supported_archs(device)
+        if supported is None:
+            raise GtcacheError(
+                f"--arch {', '.join(archs)}: {compiler} is not found (not on PATH, ${variable} unset):"
+                f" install the {'CUDA' if device == 'cuda' else 'ROCm'} toolkit or point ${variable} at {compiler}."
+            )
+        if not supported:  # the toolkit does not say (hipcc)
+            continue
+        unsupported = [a for a in archs if a not in supported]
+        if unsupported:
+            version = toolchain.toolkit_version(device) or "?"
+            raise GtcacheError(
+                f"--arch {', '.join(unsupported)}: {compiler} {version} cannot build for"
+                f" {'it' if len(unsupported) == 1 else 'them'} (it builds for {', '.join(supported)})."
+            )
+
+
 def _check_static_args(spec: VariantSpec, params: dict[str, str | None]) -> None:
-    for name, value in spec.static_args:
+    _check_static(spec.label, spec.program, spec.static_args, params)
+
+
+def check_static_args(program: Any, static_args: Mapping[str, Sequence[Any]], *, name: str) -> None:
+    """``SpecError`` unless each static argument of ``program`` (called ``name`` in messages)
+    is one of its scalar parameters, with values of its type (what ``gtcache explain`` checks)."""
+    from gtcache.gt4py import scalar_parameters
+
+    pairs = [(param, value) for param, values in static_args.items() for value in values]
+    _check_static("--static", name, pairs, scalar_parameters(program))
+
+
+def _check_static(label: str, program: str, pairs: Iterable[tuple[str, Any]], params: dict[str, str | None]) -> None:
+    for name, value in pairs:
         if name not in params:
-            raise SpecError(f"{spec.label}: '{spec.program}' has no parameter '{name}'.")
+            raise SpecError(f"{label}: '{program}' has no parameter '{name}'.")
         kind = params[name]
         if kind is None:
-            raise SpecError(f"{spec.label}: parameter '{name}' is not a scalar and cannot be static.")
+            raise SpecError(f"{label}: parameter '{name}' is not a scalar and cannot be static.")
         ok = (
             isinstance(value, bool) if kind == "BOOL"
             else isinstance(value, int) and not isinstance(value, bool) if "INT" in kind
@@ -123,7 +189,7 @@ def _check_static_args(spec: VariantSpec, params: dict[str, str | None]) -> None
             else True
         )
         if not ok:
-            raise SpecError(f"{spec.label}: static argument '{name}' is {type(value).__name__}, the parameter is {kind.lower()}.")
+            raise SpecError(f"{label}: static argument '{name}' is {type(value).__name__}, the parameter is {kind.lower()}.")
 
 
 def warm(
@@ -140,23 +206,21 @@ def warm(
             to_run.append(item.spec)
     # One gt4py build cache for this run's workers, inside the store's tmp/ (so dask
     # workers that see the store see it too); only the stored payloads outlive the run.
-    build_dir = store.root / "tmp" / unique_name("warm-build-")
-    try:
+    with store.scratch("warm-build-") as build_dir:
         if scheduler:
             ran = run_on_dask(to_run, str(store.root), scheduler=scheduler, timeout=timeout,
                               build_dir=str(build_dir), on_done=on_done)
         else:
             ran = run_local(to_run, str(store.root), jobs=jobs, timeout=timeout,
                             build_dir=str(build_dir), on_done=on_done)
-    finally:
-        remove_tree(build_dir)
     by_spec = {r.spec: r for r in ran}
     results = []
     for item in planned:
         if item.status == "cached":
             results.append(WarmResult(item.spec, "cached", item.key, 0.0))
-        elif item.status == "failed" or item.key is None:
-            results.append(WarmResult(item.spec, "failed", item.key, 0.0, detail=item.detail))
+        elif item.status in ("failed", "unplannable") or item.key is None:
+            status = item.status if item.status == "unplannable" else "failed"
+            results.append(WarmResult(item.spec, status, item.key, 0.0, detail=item.detail))
         else:
             ran_as = by_spec[first_of_key[item.key]]
             results.append(dataclasses.replace(ran_as, spec=item.spec))

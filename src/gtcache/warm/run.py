@@ -19,21 +19,26 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from gtcache.warm.spec import VariantSpec
 
-__all__ = ["DEFAULT_MEMORY_PER_JOB", "WarmResult", "effective_jobs", "run_local", "run_on_dask", "run_spec"]
+__all__ = [
+    "DEFAULT_MEMORY_PER_JOB", "WarmResult", "effective_jobs", "gpu_build_env", "run_local", "run_on_dask", "run_spec",
+]
 
 #: What one compilation is assumed to need at most (a large gtfn stencil's C++ build).
 DEFAULT_MEMORY_PER_JOB = 2 * 1024**3
 
 
+#: What ``gtcache warm`` did with a variant ("unplannable": see ``gtcache.warm.plan``).
+WarmStatus = Literal["compiled", "cached", "bypassed", "failed", "timeout", "unplannable"]
+
+
 @dataclasses.dataclass(frozen=True)
 class WarmResult:
     spec: VariantSpec
-    #: "compiled", "cached", "bypassed", "failed" or "timeout".
-    status: str
+    status: WarmStatus
     key: str | None
     seconds: float
     peak_memory: int = 0
@@ -63,6 +68,18 @@ def effective_jobs(jobs: int | None, *, max_memory: int | None, memory_per_job: 
     return max(1, min(wanted, budget // max(memory_per_job, 1)))
 
 
+def gpu_build_env(device: str, arch: str) -> dict[str, str]:
+    """What a worker building for ``arch`` without a GPU sets: the variable gt4py and CMake
+    build for (``CUDAARCHS``; ``HIPARCHS``), dace's own (``DACE_compiler_cuda_cuda_arch``,
+    as gt4py would set it from a device), gtcache's declaration (the key's ``device.arch``),
+    and no visible device (a local GPU of another arch must not decide the key)."""
+    if device == "rocm":
+        return {"HIPARCHS": arch, "DACE_compiler_cuda_hip_arch": arch, "GTCACHE_HIP_ARCH": arch,
+                "HIP_VISIBLE_DEVICES": "", "ROCR_VISIBLE_DEVICES": ""}
+    return {"CUDAARCHS": arch, "DACE_compiler_cuda_cuda_arch": arch, "GTCACHE_CUDA_ARCH": arch,
+            "CUDA_VISIBLE_DEVICES": ""}
+
+
 def run_spec(spec: VariantSpec, store: str, *, timeout: float | None, build_dir: str | None = None) -> WarmResult:
     """Compile one variant in a worker process (runs here, or on a dask worker).
 
@@ -71,6 +88,10 @@ def run_spec(spec: VariantSpec, store: str, *, timeout: float | None, build_dir:
     """
     start = time.perf_counter()
     env = {**os.environ, "GT4PY_BUILD_JOBS": "0", "PYTHONOPTIMIZE": os.environ.get("PYTHONOPTIMIZE", "1")}
+    if spec.arch:
+        env.update(gpu_build_env(spec.device or "cuda", spec.arch))
+        # gt4py's build folders do not depend on the arch: one build cache per arch.
+        build_dir = os.path.join(build_dir, f"{spec.device}-{spec.arch}") if build_dir else None
     if build_dir:
         env.update(GT4PY_BUILD_CACHE_LIFETIME="persistent", GT4PY_BUILD_CACHE_DIR=build_dir)
     env.pop("GTCACHE_DIR", None)  # the worker publishes through compile_variant, not the start-up hook

@@ -20,18 +20,20 @@ def run(spec_json: str, store_path: str) -> dict[str, Any]:
     start = time.perf_counter()
     result: dict[str, Any]
     try:
-        import gtcache
         from gtcache.gt4py import compile_variant
         from gtcache.gt4py.targets import load_object, resolve_backend, resolve_grid
+        from gtcache.settings import Settings
+        from gtcache.store import open_store
         from gtcache.warm.spec import VariantSpec
 
+        settings = Settings.from_env()  # this process's environment, once (the parent's)
         spec = VariantSpec.from_json(json.loads(spec_json))
         program = load_object(spec.program, what="program")
-        store = gtcache.open_store(store_path)
+        store = open_store(store_path)
         _, outcomes = compile_variant(
             store, program, backend=resolve_backend(spec.backend),
             offset_provider=resolve_grid(spec.grid),
-            static_args={name: [value] for name, value in spec.static_args},
+            static_args={name: [value] for name, value in spec.static_args}, settings=settings,
         )
         statuses = {o.status for o in outcomes}
         status = "cached" if statuses == {"hit"} else "compiled" if "compiled" in statuses else "bypassed"

@@ -1,0 +1,106 @@
+"""The CLI's one error boundary: every exception becomes one ``Error: ...`` line and an exit code.
+
+- click's usage errors: exit 2, as click prints them (usage line, hint, ``Error:`` line).
+- bad input the library names (``SpecError``, ``TargetError``): exit 2, one line.
+- ``GtcacheError`` and ``OSError`` (unreadable store, permissions, full disk): exit 1, one line.
+- anything else is a bug in gtcache: exit 1, one line naming the exception type and how to
+  see the traceback (``GTCACHE_DEBUG=1``).
+- Ctrl-C: exit 130, one line; a closed pipe (``gtcache ls | head``): exit 1, silent (as click
+  itself does it).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+import gtcache
+from gtcache import settings
+from gtcache_cli._text import escape
+
+#: Set to 1 to print the traceback of an error before its ``Error:`` line.
+DEBUG_ENV = "GTCACHE_DEBUG"
+
+OPERATIONAL, USAGE, INTERRUPTED = 1, 2, 130
+
+#: Bad input the library reports with its own classes (module, class), found in
+#: ``sys.modules`` only: raising them means their module is loaded (no import of gt4py here).
+_USAGE_ERRORS = (("gtcache.warm.spec", "SpecError"), ("gtcache.gt4py.targets", "TargetError"))
+
+
+def guarded(call: Callable[[], Any]) -> int:
+    """Run ``call`` (click in non-standalone mode); its exit code, every error reported."""
+    try:
+        result = call()
+        return result if isinstance(result, int) else 0
+    except click.exceptions.Abort as error:
+        if isinstance(error.__cause__ or error.__context__, KeyboardInterrupt):
+            return _report("Interrupted.", INTERRUPTED)
+        return _report("Aborted; nothing was changed.", OPERATIONAL)
+    except click.ClickException as error:
+        _debug()
+        error.show()
+        return error.exit_code
+    except KeyboardInterrupt:
+        return _report("Interrupted.", INTERRUPTED)
+    except BrokenPipeError:
+        _quiet_stdout()
+        return OPERATIONAL
+    except gtcache.GtcacheError as error:
+        return _report(_sentence(str(error)), OPERATIONAL)
+    except Exception as error:
+        if isinstance(error, _usage_error_types()):
+            return _report(_sentence(str(error)), USAGE)
+        if isinstance(error, OSError):
+            return _report(_os_error(error), OPERATIONAL)
+        return _report(
+            f"Unexpected {type(error).__name__}: {_sentence(str(error) or 'no message')} This is a bug in"
+            f" gtcache; {DEBUG_ENV}=1 shows the traceback.", OPERATIONAL,
+        )
+
+
+def _usage_error_types() -> tuple[type[BaseException], ...]:
+    found = (getattr(sys.modules.get(module), name, None) for module, name in _USAGE_ERRORS)
+    return tuple(cls for cls in found if isinstance(cls, type))
+
+
+def _os_error(error: OSError) -> str:
+    """``Permission denied: '/path'.`` (no errno, no exception type)."""
+    what = error.strerror or str(error) or type(error).__name__
+    names = [f"'{name}'" for name in (error.filename, error.filename2) if name is not None]
+    return f"{what}: {' -> '.join(names)}." if names else _sentence(what)
+
+
+def _sentence(text: str) -> str:
+    """One line, ending in a period (messages of other libraries may span lines)."""
+    line = " ".join(text.split())
+    return line if line.endswith((".", "!", "?")) else f"{line}."
+
+
+def _report(message: str, code: int) -> int:
+    _debug()
+    try:
+        click.echo(f"Error: {escape(message)}", err=True)  # names from a store or bundle are data
+    except OSError:  # stderr is gone too: the exit code is all that is left
+        pass
+    return code
+
+
+def _debug() -> None:
+    if settings.switch(DEBUG_ENV) and sys.exc_info()[0] is not None:
+        traceback.print_exc()
+
+
+def _quiet_stdout() -> None:
+    """The reader went away: point stdout at /dev/null so that the exit flush cannot fail."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # not a real file (tests): nothing will be flushed there
+        pass

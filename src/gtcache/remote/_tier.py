@@ -1,0 +1,304 @@
+"""A remote tier: one URL, its mode and limits, signed single-entry bundles, a circuit breaker.
+
+What travels is one entry as a bundle of format 2 (``gtcache.bundle``): SHA-256 of every
+member under an HMAC-SHA256 signature with ``GTCACHE_BUNDLE_KEY``. A remote is used only
+when that key is set (every object it serves must then carry a good signature, every
+object pushed is signed) or when its URL declares it trusted (``?trusted=1``: objects are
+then taken unsigned, checksums still checked). Objects:
+
+- ``v1/entries/<build key>.tar.gz``: the bundle of one entry;
+- ``v1/direct/<direct key>.json``: ``{"format": 1, "direct", "build", "signature"}``, the
+  direct link, signed over both keys (a link is what a program is served by without
+  lowering: a forged one would serve another program's code).
+
+Failures: short connect / read timeouts, bounded retries with backoff for errors that
+are not timeouts, and then the remote is *broken* for the rest of the process
+(``broken`` says why): callers skip it, and warn once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import io
+import json
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Literal, TypeVar
+
+from gtcache import bundle
+from gtcache.errors import GtcacheError
+from gtcache.remote._backends import Backend, Credentials, HttpBackend, RedisBackend, RemoteFailure, redact
+from gtcache.store import Store, is_key
+
+__all__ = [
+    "DEFAULT_MAX_SIZE", "Remote", "RemoteError", "RemoteMode", "RemoteSpec", "direct_object", "entry_object",
+    "parse_remote",
+]
+
+RemoteMode = Literal["read", "read-write"]
+SCHEMES = ("redis", "rediss", "http", "https")
+#: Per object; a bigger one is neither downloaded nor pushed (``?max_size=BYTES``).
+DEFAULT_MAX_SIZE = 256 << 20
+DEFAULT_CONNECT_TIMEOUT = 2.0
+DEFAULT_TIMEOUT = 10.0
+#: Tries after the first one, for failures that are not timeouts; then the remote is broken.
+DEFAULT_RETRIES = 2
+_BACKOFF = (0.05, 0.25)
+_DIRECT_FORMAT = 1
+_MAX_DIRECT_SIZE = 4096
+_OPTIONS = {"mode", "trusted", "max_size", "connect_timeout", "timeout", "retries"}
+
+T = TypeVar("T")
+
+
+class RemoteError(GtcacheError):
+    """A remote that cannot be used: a bad URL, a failure talking to it, a refused object."""
+
+
+def entry_object(key: str) -> str:
+    return f"v1/entries/{key}.tar.gz"
+
+
+def direct_object(direct_key: str) -> str:
+    return f"v1/direct/{direct_key}.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class RemoteSpec:
+    """One ``GTCACHE_REMOTE`` URL, parsed: where (``url``, query removed), how, how much."""
+
+    url: str = dataclasses.field(repr=False)
+    mode: RemoteMode = "read"
+    trusted: bool = False
+    max_size: int = DEFAULT_MAX_SIZE
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    timeout: float = DEFAULT_TIMEOUT
+    retries: int = DEFAULT_RETRIES
+
+    @property
+    def name(self) -> str:
+        """The URL without password or options: what messages show."""
+        return redact(self.url)
+
+    @property
+    def writable(self) -> bool:
+        return self.mode == "read-write"
+
+
+def parse_remote(text: str) -> RemoteSpec:
+    """``redis://[user:password@]host:port/db`` / ``rediss://`` / ``http(s)://host/base``, with
+    options ``?mode=read|read-write&trusted=1&max_size=BYTES&connect_timeout=S&timeout=S&retries=N``."""
+    parts = urllib.parse.urlsplit(text.strip())
+    shown = redact(text.strip())
+    if parts.scheme not in SCHEMES or not parts.hostname:
+        raise RemoteError(f"Remote '{shown}' is not a redis://, rediss://, http:// or https:// URL with a host.")
+    try:
+        options = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query)))
+    except ValueError:
+        raise RemoteError(f"Remote '{shown}' has a malformed query.") from None
+    unknown = sorted(set(options) - _OPTIONS)
+    if unknown:
+        raise RemoteError(f"Remote '{shown}' has unknown option '{unknown[0]}' (known: {', '.join(sorted(_OPTIONS))}).")
+    mode = options.get("mode", "read")
+    if mode not in ("read", "read-write"):
+        raise RemoteError(f"Remote '{shown}' has mode={mode!r}; it is 'read' or 'read-write'.")
+    trusted = options.get("trusted", "0").lower()
+    if trusted not in ("1", "0", "yes", "no", "true", "false"):
+        raise RemoteError(f"Remote '{shown}' has trusted={trusted!r}; it is 1 or 0.")
+
+    def number(name: str, default: float, kind: Callable[[str], float]) -> Any:
+        if name not in options:
+            return default
+        try:
+            value = kind(options[name])
+        except ValueError:
+            value = -1
+        if not 0 < value < float("inf") and not (name == "retries" and value == 0):
+            raise RemoteError(f"Remote '{shown}' has {name}={options[name]!r}, not a number > 0.")
+        return value
+
+    url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+    return RemoteSpec(
+        url=url, mode=mode,  # type: ignore[arg-type]
+        trusted=trusted in ("1", "yes", "true"),
+        max_size=int(number("max_size", DEFAULT_MAX_SIZE, int)),
+        connect_timeout=number("connect_timeout", DEFAULT_CONNECT_TIMEOUT, float),
+        timeout=number("timeout", DEFAULT_TIMEOUT, float),
+        retries=int(number("retries", DEFAULT_RETRIES, int)),
+    )
+
+
+class Remote:
+    """One remote tier. Methods raise ``RemoteError``; after a failure to talk to the
+    remote it is ``broken`` and every later call raises at once (no second timeout)."""
+
+    def __init__(self, spec: RemoteSpec, *, key: bytes | None, credentials: Credentials | None = None):
+        self.spec = spec
+        self.key = key or None
+        self.credentials = credentials or Credentials()
+        #: Why this remote is skipped for the rest of the process (None: it is not).
+        self.broken: str | None = None
+        self._backend: Backend | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def writable(self) -> bool:
+        return self.spec.writable
+
+    def __repr__(self) -> str:
+        return f"Remote({self.name!r}, mode={self.spec.mode!r})"
+
+    def problem(self) -> str | None:
+        """Why this remote must not be used at all (no way to verify what it serves)."""
+        if self.key is None and not self.spec.trusted:
+            return ("no GTCACHE_BUNDLE_KEY to verify its objects with"
+                    " (set the key, or declare the remote trusted with ?trusted=1)")
+        return None
+
+    def _open(self) -> Backend:
+        with self._lock:
+            if self._backend is None:
+                spec = self.spec
+                kw: dict[str, Any] = dict(connect_timeout=spec.connect_timeout, timeout=spec.timeout,
+                                          credentials=self.credentials)
+                scheme = urllib.parse.urlsplit(spec.url).scheme
+                self._backend = RedisBackend(spec.url, **kw) if scheme.startswith("redis") else HttpBackend(spec.url, **kw)
+            return self._backend
+
+    def _call(self, what: str, call: Callable[[Backend], T]) -> T:
+        """``call`` with bounded retries (none after a timeout); the breaker trips on failure."""
+        if self.broken is not None:
+            raise RemoteError(f"Remote '{self.name}' is skipped: {self.broken}.")
+        if (problem := self.problem()) is not None:
+            raise RemoteError(f"Remote '{self.name}' is not used: {problem}.")
+        backend = self._open()
+        attempt = 0
+        while True:
+            try:
+                return call(backend)
+            except RemoteFailure as failure:
+                if failure.retry and attempt < self.spec.retries:
+                    time.sleep(_BACKOFF[min(attempt, len(_BACKOFF) - 1)])
+                    attempt += 1
+                    continue
+                self.broken = f"{what} failed: {failure}"
+                raise RemoteError(f"Remote '{self.name}': {self.broken}.") from None
+
+    # -- what the tier does ----------------------------------------------------------------
+
+    def ping(self) -> None:
+        self._call("ping", lambda b: b.ping())
+
+    def has(self, key: str) -> bool:
+        return self._call("exists", lambda b: b.exists(entry_object(key)))
+
+    def keys(self) -> list[str] | None:
+        """The build keys the remote holds, or None when its protocol cannot list."""
+        def listing(b: Backend) -> list[str] | None:
+            names: Iterator[str] | None = b.list("v1/entries/")
+            if names is None:
+                return None
+            found = (n.removeprefix("v1/entries/").removesuffix(".tar.gz") for n in names)
+            return sorted(k for k in found if is_key(k))
+        return self._call("list", listing)
+
+    def fetch(self, store: Store, key: str, *, facts: Mapping[str, Any] | None = None) -> bool:
+        """Copy entry ``key`` from the remote into ``store`` (verified, published atomically).
+
+        False when the remote does not have it (or has it for another toolchain); a
+        refused object (bad signature, damaged, another entry) raises ``RemoteError``
+        without breaking the remote.
+        """
+        report = self.fetch_report(store, key, facts=facts)
+        return report is not None and (key in report.imported or key in report.existing)
+
+    def fetch_report(
+        self, store: Store, key: str, *, facts: Mapping[str, Any] | None = None, force: bool = False,
+    ) -> bundle.ImportReport | None:
+        """``fetch``, saying what happened (None: the remote does not have ``key``)."""
+        data = self._call("get", lambda b: b.get(entry_object(key), self.spec.max_size))
+        if data is None:
+            return None
+        name = f"{self.name}/{entry_object(key)}"
+        try:
+            report = bundle.read_bundle(
+                io.BytesIO(data), store, key=self.key, require_signature=self.key is not None,
+                facts=facts, force=force, name=name,
+            )
+        except bundle.BundleError as error:
+            raise RemoteError(f"Remote object refused: {error}") from None
+        if {*report.imported, *report.existing, *report.skipped} != {key}:
+            raise RemoteError(f"Remote object refused: '{name}' holds other entries than '{key}'.")
+        return report
+
+    def push(self, store: Store, key: str, *, force: bool = False) -> bool:
+        """Upload entry ``key`` of ``store``, signed; False if the remote has it already."""
+        self._writable()
+        if not force and self.has(key):
+            return False
+        entry = store.get(key)
+        out = io.BytesIO()
+        report = bundle.write_bundle(out, store, [entry], key=self.key)
+        if report.left_out:
+            raise RemoteError(f"Entry '{key}' is broken and was not pushed: {report.left_out[key]}")
+        data = out.getvalue()
+        if len(data) > self.spec.max_size:
+            raise RemoteError(f"Entry '{key}' makes an object of {len(data)} bytes, over the"
+                              f" {self.spec.max_size}-byte limit of '{self.name}'; not pushed.")
+        self._call("put", lambda b: b.put(entry_object(key), data))
+        return True
+
+    def resolve_direct(self, direct_key: str) -> str | None:
+        """The build key the remote's direct link names, if it has one that verifies."""
+        data = self._call("get", lambda b: b.get(direct_object(direct_key), _MAX_DIRECT_SIZE))
+        if data is None:
+            return None
+        try:
+            link = json.loads(data.decode())
+            ok = (isinstance(link, dict) and link.get("format") == _DIRECT_FORMAT
+                  and link.get("direct") == direct_key and is_key(str(link.get("build", ""))))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            ok = False
+        if not ok:
+            raise RemoteError(f"Remote object refused: '{self.name}/{direct_object(direct_key)}' is not a direct link.")
+        build = str(link["build"])
+        if self.key is not None:
+            signature = link.get("signature")
+            if not isinstance(signature, str) or not hmac.compare_digest(signature, self._sign_link(direct_key, build)):
+                raise RemoteError(f"Remote object refused: '{self.name}/{direct_object(direct_key)}' has a wrong"
+                                  " or no signature.")
+        return build
+
+    def push_direct(self, direct_key: str, build_key: str) -> None:
+        self._writable()
+        link: dict[str, Any] = {"format": _DIRECT_FORMAT, "direct": direct_key, "build": build_key}
+        if self.key is not None:
+            link["signature"] = self._sign_link(direct_key, build_key)
+        data = json.dumps(link, sort_keys=True).encode()
+        self._call("put", lambda b: b.put(direct_object(direct_key), data))
+
+    def close(self) -> None:
+        with self._lock:
+            backend, self._backend = self._backend, None
+        if backend is not None:
+            try:
+                backend.close()
+            except Exception:  # noqa: S110 - closing a connection is never worth an error
+                pass
+
+    def _writable(self) -> None:
+        if not self.writable:
+            raise RemoteError(f"Remote '{self.name}' is read-only; add ?mode=read-write to its URL to push to it.")
+
+    def _sign_link(self, direct_key: str, build_key: str) -> str:
+        assert self.key is not None
+        message = f"gtcache direct link {_DIRECT_FORMAT}\0{direct_key}\0{build_key}".encode()
+        return hmac.new(self.key, message, hashlib.sha256).hexdigest()

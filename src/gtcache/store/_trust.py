@@ -1,0 +1,241 @@
+"""Who may have written a store: owner and permission checks, as ssh ``StrictModes`` does.
+
+A store is code (a gtfn entry is a ``.so`` that gets loaded, a dace entry Python
+source), so a store another user can write is a way for that user to run code
+in the reader's processes. The rules, checked by the READER once per opening:
+
+- Trusted users: the reader, root (uid 0) and ``GTCACHE_TRUSTED_USERS``; the
+  members of ``GTCACHE_TRUSTED_GROUPS`` (listed members, or the group is their
+  primary group). Trust comes from the reader's environment only, never from a
+  file inside the store (``gtcache.toml`` cannot widen it).
+- A path is safe when its owner is trusted and nobody untrusted can write it:
+  not world-writable, and group-writable only when its group is trusted or is
+  its owner's private group (same name as the owner, no other members: the
+  "user private group" convention, as Debian's ssh accepts).
+- Checked at opening: the store root, each of its folders that exists
+  (``entries``, ``direct``, ``tmp``, ``trash``, ``quarantine``, ``ledger``,
+  ``locks``, ``index``) and an index folder elsewhere; and every ancestor of the
+  (resolved) root up to ``/``, where a world- or untrusted-group-writable
+  folder is accepted only with the sticky bit (``/tmp``): else someone could
+  rename the store away and put their own in its place.
+- Not checked at opening: shard folders and entry folders. Whatever a writer of
+  a shard can do (add, move or remove entry folders) shows in the entry's own
+  files, which ``Store.lookup`` checks with the ``stat`` it already makes: an
+  ``entry.json`` or payload file owned by an untrusted user or writable by one
+  makes the entry broken (never loaded). Shard and entry folders are created by
+  gtcache with the root's mode, so they are as safe as the root.
+- ``GTCACHE_TRUSTED_USERS='*'`` trusts everyone: the check is off (file systems
+  that report every file as 0777).
+
+``StoreModes``: what new files and folders of a store get. Folders get the
+root's permission bits (setgid included; never world-writable), files the same
+without execute (kept for executables): a root ``2775`` (group-shared) gives
+``2775`` folders and ``0664`` files whatever the umask of the writing process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import grp
+import os
+import pathlib
+import pwd
+import stat
+from collections.abc import Iterable, Mapping
+
+from gtcache.errors import UntrustedStoreError
+from gtcache.settings import trusted_from_env
+from gtcache.store import _layout
+
+__all__ = ["StoreModes", "TrustPolicy", "check_store"]
+
+_WRITE_GROUP, _WRITE_OTHER = stat.S_IWGRP, stat.S_IWOTH
+
+
+class TrustPolicy:
+    """Which users and groups a reader trusts (besides itself and root); caches name look-ups."""
+
+    def __init__(
+        self, users: Iterable[int] = (), groups: Iterable[int] = (), *, anyone: bool = False, any_group: bool = False
+    ):
+        self.uid = os.geteuid()
+        self.users = frozenset(users)
+        self.groups = frozenset(groups)
+        #: ``GTCACHE_TRUSTED_USERS='*'``: no check at all.
+        self.anyone = anyone
+        #: ``GTCACHE_TRUSTED_GROUPS='*'``: group-writable is fine, whatever the group.
+        self.any_group = any_group
+        #: Uids known to be trusted: the fast path of ``file_problem``.
+        self._trusted: set[int] = {self.uid, 0, *self.users}
+        self._untrusted: set[int] = set()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> TrustPolicy:
+        """From ``GTCACHE_TRUSTED_USERS`` / ``GTCACHE_TRUSTED_GROUPS`` of ``env`` (default: this
+        process's environment, read by ``gtcache.settings``); ``GtcacheError`` if bad."""
+        return cls.from_ids(*trusted_from_env(env))
+
+    @classmethod
+    def from_ids(cls, users: Iterable[int], groups: Iterable[int]) -> TrustPolicy:
+        """From ``Settings.trusted_users`` / ``trusted_groups`` (``-1`` stands for ``*``)."""
+        users, groups = tuple(users), tuple(groups)
+        return cls(
+            users=(u for u in users if u >= 0), groups=(g for g in groups if g >= 0),
+            anyone=-1 in users, any_group=-1 in groups,
+        )
+
+    def __repr__(self) -> str:
+        return f"TrustPolicy(users={sorted(self.users)}, groups={sorted(self.groups)}, anyone={self.anyone})"
+
+    # -- users and groups ----------------------------------------------------------------
+
+    def trusts_user(self, uid: int) -> bool:
+        if self.anyone or uid in self._trusted:
+            return True
+        if uid in self._untrusted:
+            return False
+        member = bool(self.groups) and _member_of_any(uid, self.groups)
+        (self._trusted if member else self._untrusted).add(uid)
+        return member
+
+    def trusts_group_write(self, gid: int, owner: int) -> bool:
+        """Whether members of group ``gid`` may write a path owned by ``owner``."""
+        return self.anyone or self.any_group or gid in self.groups or _private_group(gid, owner)
+
+    # -- paths ---------------------------------------------------------------------------
+
+    def problem(self, path: str | os.PathLike[str], st: os.stat_result, *, sticky_ok: bool = False) -> str | None:
+        """Why ``path`` (stat ``st``) may have been written by someone untrusted, or None.
+
+        ``sticky_ok``: an ancestor folder; writable by others is fine with the sticky bit.
+        """
+        if self.anyone:
+            return None
+        owner, mode = st.st_uid, st.st_mode
+        found = f"owner '{_user_name(owner)}', group '{_group_name(st.st_gid)}', mode {stat.filemode(mode)}"
+        if not self.trusts_user(owner):
+            return (
+                f"'{path}' belongs to user '{_user_name(owner)}' (mode {stat.filemode(mode)}); set"
+                f" GTCACHE_TRUSTED_USERS={_user_name(owner)} if that user may write it"
+            )
+        if sticky_ok and mode & stat.S_ISVTX and stat.S_ISDIR(mode):
+            return None
+        if mode & _WRITE_OTHER:
+            return f"'{path}' is writable by everyone ({found}); run 'chmod o-w {path}'"
+        if mode & _WRITE_GROUP and not self.trusts_group_write(st.st_gid, owner):
+            name = _group_name(st.st_gid)
+            return (
+                f"'{path}' is writable by group '{name}' ({found}); run 'chmod g-w {path}',"
+                f" or set GTCACHE_TRUSTED_GROUPS={name} if group '{name}' may write it"
+            )
+        return None
+
+    def file_problem(self, name: str, st: os.stat_result) -> str | None:
+        """Why an entry file (stat ``st``) cannot be trusted, as a ``CorruptEntryError`` reason."""
+        if st.st_uid in self._trusted and not st.st_mode & (_WRITE_GROUP | _WRITE_OTHER):
+            return None  # the fast path: one set look-up, one mask
+        problem = self.problem(name, st)
+        return None if problem is None else f"file {problem.partition(';')[0]}, so it is not loaded."
+
+
+def check_store(root: pathlib.Path, index_dir: pathlib.Path | None, policy: TrustPolicy) -> None:
+    """Raise ``UntrustedStoreError`` unless the store at ``root`` (and its index) is safe to use."""
+    if policy.anyone:
+        return
+    real = pathlib.Path(os.path.realpath(root))
+    checks: list[tuple[str, bool]] = [(str(parent), True) for parent in reversed(real.parents)]
+    checks.append((str(real), False))
+    for name in (_layout.ENTRIES_DIR, _layout.DIRECT_DIR, _layout.TMP_DIR, _layout.TRASH_DIR,
+                 _layout.QUARANTINE_DIR, _layout.LEDGER_DIR, _layout.LOCKS_DIR, _layout.INDEX_DIR):
+        checks.append((f"{real}/{name}", False))
+    if index_dir is not None:
+        real_index = pathlib.Path(os.path.realpath(index_dir))
+        checks += [(str(parent), True) for parent in reversed(real_index.parents) if parent not in real.parents]
+        checks.append((str(real_index), False))
+    for path, is_ancestor in checks:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            raise UntrustedStoreError(root, f"cannot check '{path}' ({error.strerror or error})") from None
+        problem = policy.problem(path, st, sticky_ok=is_ancestor)
+        if problem is not None:
+            raise UntrustedStoreError(root, problem)
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreModes:
+    """Permission bits for what a store creates, from its root's mode (see the module docstring)."""
+
+    folder: int = 0o755
+    file: int = 0o644
+
+    @classmethod
+    def of_root(cls, root_mode: int) -> StoreModes:
+        folder = (stat.S_IMODE(root_mode) & 0o2775) | 0o700
+        return cls(folder=folder, file=(folder & 0o666) | 0o600)
+
+    @property
+    def shared(self) -> bool:
+        return bool(self.folder & _WRITE_GROUP)
+
+    def executable(self, source_mode: int) -> int:
+        """The mode of a copied file: ``file``, with execute where it can be read if the source had any."""
+        return self.file | ((self.file & 0o444) >> 2) if source_mode & 0o111 else self.file
+
+    def make_folder(self, path: pathlib.Path) -> None:
+        """``mkdir`` with this mode whatever the umask (nothing if it exists); parents too."""
+        try:
+            os.mkdir(path, self.folder)
+        except FileExistsError:
+            return
+        except FileNotFoundError:
+            self.make_folder(path.parent)
+            try:
+                os.mkdir(path, self.folder)
+            except FileExistsError:
+                return
+        os.chmod(path, self.folder)
+
+
+# -- name service look-ups (cached by the policy, not here: they may go to LDAP) ----------------
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _group_name(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
+def _member_of_any(uid: int, gids: frozenset[int]) -> bool:
+    try:
+        user = pwd.getpwuid(uid)
+    except KeyError:
+        return False  # no name: only its primary group could tell, and that is unknown
+    if user.pw_gid in gids:
+        return True
+    for gid in gids:
+        try:
+            if user.pw_name in grp.getgrgid(gid).gr_mem:
+                return True
+        except KeyError:
+            continue
+    return False
+
+
+def _private_group(gid: int, owner: int) -> bool:
+    """Whether ``gid`` is ``owner``'s user private group (its name, its primary group, no other member)."""
+    try:
+        user, group = pwd.getpwuid(owner), grp.getgrgid(gid)
+    except KeyError:
+        return False
+    return user.pw_gid == gid and group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name}

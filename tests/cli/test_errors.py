@@ -1,0 +1,79 @@
+"""The CLI's one error boundary (``_errors.guarded``): what each kind of exception becomes."""
+
+from __future__ import annotations
+
+import errno
+import pathlib
+
+import click
+import pytest
+
+import gtcache
+from gtcache.warm import SpecError
+from gtcache_cli._errors import guarded
+
+
+def _raise(error: BaseException) -> None:
+    raise error
+
+
+def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), captured.err
+    return lines[0]
+
+
+def test_a_bug_is_one_line_naming_its_type_and_the_debug_switch(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("GTCACHE_DEBUG", raising=False)
+    assert guarded(lambda: 1 / 0) == 1
+    assert one_error_line(capsys) == (
+        "Error: Unexpected ZeroDivisionError: division by zero. This is a bug in gtcache;"
+        " GTCACHE_DEBUG=1 shows the traceback."
+    )
+    monkeypatch.setenv("GTCACHE_DEBUG", "1")
+    assert guarded(lambda: 1 / 0) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "ZeroDivisionError" in err
+    assert err.strip().splitlines()[-1].startswith("Error: Unexpected ZeroDivisionError")
+
+
+def test_library_and_environment_errors(capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path) -> None:
+    assert guarded(lambda: _raise(gtcache.EntryNotFoundError("x"))) == 1
+    assert one_error_line(capsys) == "Error: No entry matches 'x'."
+    assert guarded(lambda: (tmp_path / "nothing-here").read_bytes()) == 1
+    assert one_error_line(capsys) == f"Error: No such file or directory: '{tmp_path / 'nothing-here'}'."
+    assert guarded(lambda: _raise(OSError(errno.ENOSPC, "No space left on device"))) == 1
+    assert one_error_line(capsys) == "Error: No space left on device."
+    assert guarded(lambda: _raise(SpecError("m.toml: not a table\nsecond line"))) == 2
+    assert one_error_line(capsys) == "Error: m.toml: not a table second line."
+
+
+def test_click_exit_codes_and_interrupts(capsys: pytest.CaptureFixture[str]) -> None:
+    assert guarded(lambda: None) == 0
+    assert guarded(lambda: 3) == 3  # click's Exit code in non-standalone mode
+    assert guarded(lambda: _raise(click.UsageError("Bad."))) == 2
+    assert capsys.readouterr().err.strip().endswith("Error: Bad.")
+    assert guarded(lambda: _raise(KeyboardInterrupt())) == 130
+    assert one_error_line(capsys) == "Error: Interrupted."
+
+    def refused() -> None:
+        raise click.exceptions.Abort()
+
+    assert guarded(refused) == 1
+    assert one_error_line(capsys) == "Error: Aborted; nothing was changed."
+
+    def interrupted_in_prompt() -> None:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise click.exceptions.Abort() from None  # what click.confirm does
+
+    assert guarded(interrupted_in_prompt) == 130
+
+
+def test_terminal_escapes_in_an_error_are_shown_escaped(capsys: pytest.CaptureFixture[str]) -> None:
+    assert guarded(lambda: _raise(gtcache.EntryNotFoundError("x\x1b]0;pwned\x07"))) == 1
+    assert one_error_line(capsys) == "Error: No entry matches 'x\\x1b]0;pwned\\x07'."

@@ -1,0 +1,101 @@
+"""What a hit costs in files and imports, counted with an audit hook in a fresh process.
+
+Times belong to ``make bench``; these counts do not depend on the machine's load, so a
+regression (a directory listing, the SQLite index or the maintenance code on the lookup
+path) fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+from tests.conftest import SIZE, CompiledStore
+from tests.helpers import run_python
+
+pytestmark = pytest.mark.slow
+
+#: The hook installs when gt4py.next is imported (GTCACHE_DIR); events are counted from
+#: the first compile call to the end of wait_for_compilation.
+CHILD = """
+import collections, json, sys
+
+WATCHED = ("diskcache", "sqlite3", "tomllib", "platformdirs")
+OURS = ("gtcache.policies", "gtcache.warm", "gtcache.store._diskcache", "gtcache.explain")
+
+
+def watched_modules():
+    return sorted(m for m in sys.modules if m.split(".")[0] in WATCHED or m.startswith(OURS))
+
+
+def main():
+    import gt4py.next
+    if sys.argv[1] == "--baseline":  # what gt4py alone imports (gt4py 1.2.1 imports tomllib itself)
+        print("RESULT " + json.dumps({"modules": watched_modules()}))
+        return
+    from gt4py.next.otf import compiled_program
+    from gtcache import examples
+
+    example = examples.EXAMPLES[sys.argv[1]]
+    bound = example.program.with_backend(examples.backend_by_name(sys.argv[2]))
+    provider = example.offset_provider(int(sys.argv[3]))
+    store = sys.argv[4]
+    seen = collections.defaultdict(list)
+    watching = [True]
+
+    def audit(event, args):
+        if watching[0] and event in ("open", "os.listdir", "os.scandir", "sqlite3.connect"):
+            seen[event].append(str(args[0]) if args else "")
+
+    sys.addaudithook(audit)
+    before = set(sys.modules)
+    bound.compile(offset_provider=provider)
+    compiled_program.wait_for_compilation()
+    watching[0] = False
+    from gtcache.gt4py import active_hook
+
+    print("RESULT " + json.dumps({
+        "statuses": [o.status for o in active_hook().outcomes],
+        "in_store": {event: [p for p in paths if p.startswith(store)] for event, paths in seen.items()},
+        "sqlite": len(seen["sqlite3.connect"]),
+        "modules": watched_modules(),
+        "new_modules": len(set(sys.modules) - before),
+    }))
+
+if __name__ == "__main__":
+    main()
+"""
+
+#: The files a hit reads in the store: the layout marker, the direct link, entry.json.
+_MAX_METADATA_OPENS = 3
+
+
+@pytest.mark.parametrize("example, backend", [("axpy", "gtfn_cpu"), ("edge_diff", "roundtrip")])
+def test_a_hit_lists_no_folder_opens_no_index_and_imports_no_maintenance_code(
+    compiled_store: CompiledStore, store_copy: pathlib.Path, tmp_path: pathlib.Path, example: str, backend: str,
+) -> None:
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+
+    def child(*args: str, **env: str) -> dict:
+        out = run_python(
+            f"import runpy, sys; sys.argv = {[str(script), *args]!r}; runpy.run_path(sys.argv[0], run_name='__main__')",
+            env=env,
+        )
+        return json.loads(next(line for line in out.splitlines() if line.startswith("RESULT ")).removeprefix("RESULT "))
+
+    gt4py_alone = set(child("--baseline")["modules"])
+    report = child(example, backend, str(SIZE), str(store_copy), GTCACHE_DIR=str(store_copy))
+    assert report["statuses"] == ["hit"], report
+    in_store = report["in_store"]
+    assert not in_store.get("os.listdir") and not in_store.get("os.scandir"), in_store
+    assert report["sqlite"] == 0, "a hit never opens the index"
+    entry = compiled_store.variant(example, backend).key
+    payload_opens = [p for p in in_store["open"] if f"/{entry}/" in p and not p.endswith("/entry.json")]
+    metadata_opens = [p for p in in_store["open"] if p not in payload_opens]
+    assert len(metadata_opens) <= _MAX_METADATA_OPENS, metadata_opens
+    assert payload_opens, "the payload is checked against its checksums before loading"
+    ours = sorted(set(report["modules"]) - gt4py_alone)
+    assert ours == [], "imported on the hit path: " + ", ".join(ours)

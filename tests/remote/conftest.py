@@ -1,0 +1,159 @@
+"""Real servers on loopback ports for the remote-tier tests: redis-server, nginx with WebDAV,
+a server that accepts connections and never answers, and a port nothing listens on.
+
+The servers come from the Debian packages (``scripts/test-servers`` installs them for
+``make test``); without them, the tests that need them are skipped, saying why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+REDIS = shutil.which("redis-server")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, log: pathlib.Path | None = None) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            detail = log.read_text() if log is not None and log.exists() else ""
+            raise RuntimeError(f"{what} exited with {proc.returncode}: {detail}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} did not listen on port {port}")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``redis://127.0.0.1:PORT`` of a redis-server of this session (no persistence)."""
+    if REDIS is None:
+        pytest.skip("redis-server is not installed (scripts/test-servers installs it)")
+    folder = tmp_path_factory.mktemp("redis")
+    port = free_port()
+    proc = subprocess.Popen(
+        [REDIS, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(folder), "--logfile", str(folder / "redis.log")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_for_port(port, proc, "redis-server", folder / "redis.log")
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def nginx_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, pathlib.Path]]:
+    """(``http://127.0.0.1:PORT/cache``, the folder nginx serves) of an nginx with WebDAV PUT;
+    its access log is ``<folder>/../../access.log``."""
+    if NGINX is None:
+        pytest.skip("nginx is not installed (scripts/test-servers installs it)")
+    folder = tmp_path_factory.mktemp("nginx")
+    root = folder / "root"
+    (root / "cache").mkdir(parents=True)
+    port = free_port()
+    user = "user root;" if os.getuid() == 0 else ""
+    conf = folder / "nginx.conf"
+    conf.write_text(f"""
+{user}
+daemon off;
+worker_processes 1;
+pid {folder}/nginx.pid;
+error_log {folder}/error.log warn;
+events {{ worker_connections 64; }}
+http {{
+    access_log {folder}/access.log;
+    client_body_temp_path {folder}/body;
+    proxy_temp_path {folder}/proxy;
+    fastcgi_temp_path {folder}/fastcgi;
+    uwsgi_temp_path {folder}/uwsgi;
+    scgi_temp_path {folder}/scgi;
+    client_max_body_size 1g;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+        location /cache/ {{
+            dav_methods PUT DELETE MKCOL;
+            create_full_put_path on;
+            dav_access user:rw group:r all:r;
+        }}
+        location /private/ {{
+            if ($http_authorization != "Bearer s3cret-token") {{ return 401; }}
+            dav_methods PUT DELETE MKCOL;
+            create_full_put_path on;
+        }}
+    }}
+}}
+""")
+    proc = subprocess.Popen([NGINX, "-p", str(folder), "-c", str(conf), "-e", str(folder / "error.log")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for_port(port, proc, "nginx", folder / "error.log")
+        yield f"http://127.0.0.1:{port}/cache", root / "cache"
+    finally:
+        _stop(proc)
+
+
+class SilentServer:
+    """Accepts connections on a loopback port and never answers (counts them)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = int(self.sock.getsockname()[1])
+        self.accepted = 0
+        self._held: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            self._held.append(conn)
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self._held:
+            conn.close()
+
+
+@pytest.fixture
+def silent_server() -> Iterator[SilentServer]:
+    server = SilentServer()
+    try:
+        yield server
+    finally:
+        server.close()

@@ -1,0 +1,351 @@
+"""The remote tier on real servers: Redis and nginx WebDAV, started on loopback ports.
+
+Every model run is a fresh process with ``GTCACHE_DIR`` and ``GTCACHE_REMOTE`` set, as a
+CI job's is; the roundtrip backend keeps the compiles cheap.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pathlib
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import gtcache
+from gtcache import bundle
+from gtcache.remote import Remote, RemoteError, entry_object, parse_remote
+from gtcache_cli.main import cli
+from tests.helpers import publish, run_python, without_gt4py_build_cache
+from tests.remote.conftest import SilentServer, free_port
+
+KEY = "remote-test-key"
+
+MODEL_RUN = """
+import json, sys, warnings
+import numpy as np
+import gtcache
+from gtcache import examples
+hook = gtcache.install()
+results = []
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    for name in sys.argv[1:]:
+        example = examples.EXAMPLES[name]
+        program = example.program.with_backend(examples.backend_by_name("roundtrip"))
+        args, out = example.make_args(16, 3)
+        program(*args, offset_provider=example.offset_provider(16))
+        results.append(bool(np.allclose(out.asnumpy(), example.reference(args))))
+print(json.dumps({
+    "correct": results,
+    "outcomes": [{"status": o.status, "key": o.key, "via": o.via, "detail": o.detail} for o in hook.outcomes],
+    "warnings": [str(w.message) for w in caught if "gtcache" in str(w.message)],
+}))
+"""
+
+
+def model_run(store: pathlib.Path, remote: str | None, tmp_path: pathlib.Path, *examples: str,
+              key: str | None = KEY, **env: str) -> dict[str, Any]:
+    """Run ``examples`` (default axpy) in a fresh process through ``store`` and ``remote``."""
+    environment = {"GTCACHE_DIR": str(store), **without_gt4py_build_cache(tmp_path / f"gt4py-{store.name}"), **env}
+    if remote is not None:
+        environment["GTCACHE_REMOTE"] = remote
+    if key is not None:
+        environment["GTCACHE_BUNDLE_KEY"] = key
+    result: dict[str, Any] = json.loads(run_python(MODEL_RUN, *(examples or ("axpy",)), env=environment).splitlines()[-1])
+    return result
+
+
+@pytest.fixture(params=["redis", "http"])
+def remote_url(request: pytest.FixtureRequest) -> str:
+    """The base URL of an empty remote of each kind (a Redis db flushed, a WebDAV folder emptied)."""
+    if request.param == "redis":
+        url: str = request.getfixturevalue("redis_server")
+        import redis
+
+        redis.Redis.from_url(url).flushdb()
+        return url
+    base, folder = request.getfixturevalue("nginx_server")
+    for child in folder.iterdir():
+        import shutil
+
+        shutil.rmtree(child)
+    return str(base)
+
+
+def test_fresh_store_hits_from_remote_and_compiles_nothing(remote_url: str, tmp_path: pathlib.Path) -> None:
+    compiled = model_run(tmp_path / "ci", f"{remote_url}?mode=read-write", tmp_path)
+    assert compiled["correct"] == [True]
+    assert [o["status"] for o in compiled["outcomes"]] == ["compiled"]
+    key = compiled["outcomes"][0]["key"]
+    remote = Remote(parse_remote(remote_url), key=KEY.encode())
+    assert remote.has(key), "the compile was not pushed at exit"
+
+    # A fresh store on another "node": served from the remote by the direct key (no lowering).
+    fresh = model_run(tmp_path / "node", remote_url, tmp_path)
+    assert fresh["correct"] == [True]
+    assert [(o["status"], o["via"]) for o in fresh["outcomes"]] == [("hit", "direct")], fresh
+    assert "from remote" in fresh["outcomes"][0]["detail"]
+    # ... copied into the local store: the next process hits locally, without the remote.
+    assert gtcache.open_store(tmp_path / "node").lookup(key) is not None
+    again = model_run(tmp_path / "node", None, tmp_path)
+    assert [(o["status"], o["detail"]) for o in again["outcomes"]] == [("hit", None)]
+
+    # Without the direct link on the remote: found by the build key after lowering.
+    _drop_direct_links(remote_url)
+    by_build = model_run(tmp_path / "node2", remote_url, tmp_path)
+    assert [(o["status"], o["via"]) for o in by_build["outcomes"]] == [("hit", "build")], by_build
+    assert by_build["correct"] == [True] and by_build["warnings"] == []
+
+
+def _drop_direct_links(url: str) -> None:
+    if url.startswith("redis"):
+        import redis
+
+        client = redis.Redis.from_url(url)
+        for name in client.scan_iter(match="gtcache/v1/direct/*"):
+            client.delete(name)
+    else:
+        import httpx
+
+        # nginx lists nothing; delete the links by name through WebDAV DELETE of the folder.
+        httpx.request("DELETE", f"{url}/v1/direct/")
+
+
+@pytest.mark.parametrize("tampering", ["resigned", "garbage"])
+def test_tampered_remote_object_is_refused_and_recompiled(
+    remote_url: str, tampering: str, tmp_path: pathlib.Path
+) -> None:
+    compiled = model_run(tmp_path / "ci", f"{remote_url}?mode=read-write", tmp_path)
+    key = compiled["outcomes"][0]["key"]
+    store = gtcache.open_store(tmp_path / "ci")
+    if tampering == "resigned":  # the attacker re-signs the entry with a key of their own
+        out = io.BytesIO()
+        bundle.write_bundle(out, store, [store.get(key)], key=b"the attacker's key")
+        data, said = out.getvalue(), "wrong signature"
+    else:
+        data, said = b"<html>not a bundle</html>" * 100, "not a gtcache bundle"
+    attacker = Remote(parse_remote(f"{remote_url}?mode=read-write"), key=b"the attacker's key")
+    attacker._call("put", lambda b: b.put(entry_object(key), data))
+    _drop_direct_links(remote_url)  # (a link alone cannot be forged either: it is signed too)
+
+    fresh = model_run(tmp_path / "node", remote_url, tmp_path)
+    assert fresh["correct"] == [True]
+    assert [o["status"] for o in fresh["outcomes"]] == ["compiled"], fresh
+    assert any(said in w for w in fresh["warnings"]), fresh["warnings"]
+
+
+def test_forged_direct_link_is_refused(remote_url: str, tmp_path: pathlib.Path) -> None:
+    compiled = model_run(tmp_path / "ci", f"{remote_url}?mode=read-write", tmp_path, "axpy", "edge_diff")
+    axpy, edge_diff = (o["key"] for o in compiled["outcomes"])
+    honest = Remote(parse_remote(remote_url), key=KEY.encode())
+    # Point every direct link at edge_diff's (validly signed) entry, with another key's signature.
+    forger = Remote(parse_remote(f"{remote_url}?mode=read-write"), key=b"forger")
+    direct = _direct_keys(tmp_path / "ci")
+    for direct_key in direct:
+        assert honest.resolve_direct(direct_key) in (axpy, edge_diff)
+        forger.push_direct(direct_key, edge_diff)
+        with pytest.raises(RemoteError, match="wrong or no signature"):
+            honest.resolve_direct(direct_key)
+    fresh = model_run(tmp_path / "node", remote_url, tmp_path, "axpy")
+    assert fresh["correct"] == [True]
+    assert [(o["status"], o["key"]) for o in fresh["outcomes"]] == [("hit", axpy)], fresh
+
+
+def _direct_keys(store: pathlib.Path) -> list[str]:
+    return sorted(p.name.removesuffix(".json") for p in (store / "direct").rglob("*") if p.is_file())
+
+
+def test_processes_missing_one_key_download_it_once_per_store(
+    nginx_server: tuple[str, pathlib.Path], tmp_path: pathlib.Path
+) -> None:
+    base, folder = nginx_server
+    compiled = model_run(tmp_path / "ci", f"{base}?mode=read-write", tmp_path)
+    key = compiled["outcomes"][0]["key"]
+    log = folder.parents[1] / "access.log"
+
+    def downloads() -> int:
+        return sum(f"GET /cache/v1/entries/{key}.tar.gz" in line for line in log.read_text().splitlines())
+
+    before = downloads()
+    env = {**os.environ, "GTCACHE_DIR": str(tmp_path / "node"), "GTCACHE_REMOTE": base, "GTCACHE_BUNDLE_KEY": KEY,
+           **without_gt4py_build_cache(tmp_path / "gt4py-node")}
+    ranks = [subprocess.Popen([sys.executable, "-c", MODEL_RUN, "axpy"], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    for rank in ranks:
+        out, err = rank.communicate(timeout=600)
+        assert rank.returncode == 0, err
+        result = json.loads(out.splitlines()[-1])
+        assert result["correct"] == [True] and [o["status"] for o in result["outcomes"]] == ["hit"], result
+    assert downloads() - before == 1
+
+
+@pytest.mark.parametrize("scheme", ["redis", "http"])
+def test_silent_remote_costs_one_timeout_per_process(
+    scheme: str, silent_server: SilentServer, tmp_path: pathlib.Path
+) -> None:
+    url = f"{scheme}://127.0.0.1:{silent_server.port}/?timeout=1&connect_timeout=1"
+    run = model_run(tmp_path / "node", url, tmp_path, "axpy", "edge_diff")
+    assert run["correct"] == [True, True]
+    assert [o["status"] for o in run["outcomes"]] == ["compiled", "compiled"]
+    assert silent_server.accepted == 1, "the remote was asked again after it timed out"
+    remote_warnings = [w for w in run["warnings"] if "127.0.0.1" in w]
+    assert len(remote_warnings) == 1 and "timed out" in remote_warnings[0], run["warnings"]
+
+
+@pytest.mark.parametrize("scheme", ["redis", "http"])
+def test_remote_that_is_down_is_skipped_with_one_warning(scheme: str, tmp_path: pathlib.Path) -> None:
+    url = f"{scheme}://127.0.0.1:{free_port()}/?mode=read-write"
+    run = model_run(tmp_path / "node", url, tmp_path, "axpy", "edge_diff")
+    assert run["correct"] == [True, True]
+    assert [o["status"] for o in run["outcomes"]] == ["compiled", "compiled"]
+    assert len([w for w in run["warnings"] if "127.0.0.1" in w]) == 1, run["warnings"]
+
+
+def test_remote_without_key_or_trust_is_not_used(redis_server: str, tmp_path: pathlib.Path) -> None:
+    run = model_run(tmp_path / "node", redis_server, tmp_path, key=None)
+    assert [o["status"] for o in run["outcomes"]] == ["compiled"]
+    assert any("no GTCACHE_BUNDLE_KEY" in w for w in run["warnings"]), run["warnings"]
+
+
+# -- the CLI -----------------------------------------------------------------------------------
+
+
+def gtcache_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, list(args), env={"GTCACHE_BUNDLE_KEY": KEY, **(env or {})},
+                                catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def test_push_then_pull_round_trip(remote_url: str, tmp_path: pathlib.Path) -> None:
+    source = gtcache.open_store(tmp_path / "source")
+    keys = sorted(publish(source, name).key for name in ("alpha", "beta"))
+    rw = f"{remote_url}?mode=read-write"
+    code, out = gtcache_cli("--cache-dir", str(source.root), "push", "--remote", rw)
+    assert (code, out) == (0, f"Pushed 2 entries to '{parse_remote(remote_url).name}' (0 there already).\n")
+    code, out = gtcache_cli("--cache-dir", str(source.root), "push", "--remote", rw, "alpha")
+    assert (code, out) == (0, f"Pushed 0 entries to '{parse_remote(remote_url).name}' (1 there already).\n")
+
+    target = tmp_path / "target"
+    code, out = gtcache_cli("--cache-dir", str(target), "pull", "--remote", remote_url, *keys)
+    assert (code, out) == (0, "Pulled 2 entries; 0 there already; 0 skipped.\n")
+    pulled = gtcache.open_store(target)
+    for key in keys:
+        entry = pulled.lookup(key)
+        assert entry is not None
+        assert (entry.path / "entry.json").read_bytes() == (source.get(key).path / "entry.json").read_bytes()
+    code, out = gtcache_cli("--cache-dir", str(target), "verify")
+    assert code == 0, out
+
+    # With another key, the very same objects are refused: one Error line, exit 1, nothing written.
+    other = tmp_path / "other"
+    code, out = gtcache_cli("--cache-dir", str(other), "pull", "--remote", remote_url, keys[0],
+                            env={"GTCACHE_BUNDLE_KEY": "another key"})
+    assert code == 1 and out.startswith("Error: Remote object refused:") and "wrong signature" in out, out
+    assert len(out.strip().splitlines()) == 1
+    assert not any((other / "entries").rglob("entry.json"))
+
+
+def test_cli_errors_are_one_line(redis_server: str, tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "store")
+    publish(store, "alpha")
+    root = str(store.root)
+    cases = [
+        (["push", "--remote", redis_server], "is read-only; add ?mode=read-write"),
+        (["push"], "No remote: give --remote URL or set GTCACHE_REMOTE."),
+        (["push", "--remote", "ftp://example.org/x"], "is not a redis://"),
+        (["push", "--remote", f"{redis_server}?mode=write"], "mode='write'"),
+        (["pull", "--remote", redis_server, "f" * 32], "on none of the remotes"),
+        (["pull", "--remote", f"http://127.0.0.1:{free_port()}/"], "cannot list"),
+        (["push", "--remote", f"redis://127.0.0.1:{free_port()}/?mode=read-write"], "failed"),
+        (["push", "--force", "--remote", f"{redis_server}?mode=read-write&max_size=100"], "over the 100-byte limit"),
+        (["push", "--remote", f"{redis_server}?timeout=-1"], "timeout='-1', not a number > 0"),
+        (["push", "--remote", f"{redis_server}?color=red"], "unknown option 'color'"),
+    ]
+    for args, message in cases:
+        code, out = gtcache_cli("--cache-dir", root, *args)
+        assert code == 1, (args, out)
+        errors = [line for line in out.splitlines() if line.startswith("Error: ")]
+        assert errors == [out.strip().splitlines()[-1]] and message in errors[0], (args, out)
+    code, out = gtcache_cli("--cache-dir", root, "pull", "--remote", redis_server, "nothex")
+    assert code == 2 and "is not a key" in out
+
+
+def test_password_and_token_are_never_shown(nginx_server: tuple[str, pathlib.Path], tmp_path: pathlib.Path) -> None:
+    base, _ = nginx_server
+    private = base.replace("/cache", "/private")
+    store = gtcache.open_store(tmp_path / "store")
+    publish(store, "alpha")
+    env = {"GTCACHE_REMOTE": f"{private}?mode=read-write", "GTCACHE_REMOTE_TOKEN": "s3cret-token"}
+    code, out = gtcache_cli("--cache-dir", str(store.root), "push", env=env)
+    assert code == 0, out
+    code, out = gtcache_cli("--cache-dir", str(store.root), "push", env={**env, "GTCACHE_REMOTE_TOKEN": "wrong"})
+    assert code == 1 and "HTTP 401" in out and "wrong" not in out, out
+    with_password = private.replace("http://", "http://user:hunter2@")
+    code, out = gtcache_cli("--cache-dir", str(store.root), "doctor", env={"GTCACHE_REMOTE": with_password,
+                                                                       "GTCACHE_REMOTE_TOKEN": "s3cret-token"})
+    assert "hunter2" not in out and "s3cret-token" not in out
+    assert "Remote:        http://user:***@127.0.0.1" in out and "answers" in out, out
+
+
+def test_doctor_shows_each_remote_and_whether_it_answers(redis_server: str, tmp_path: pathlib.Path) -> None:
+    down = f"redis://127.0.0.1:{free_port()}/0"
+    env = {"GTCACHE_REMOTE": f"{redis_server}?mode=read-write {down}"}
+    proc = subprocess.run([sys.executable, "-m", "gtcache_cli", "--cache-dir", str(tmp_path / "s"), "doctor"],
+                          capture_output=True, text=True, env={**os.environ, **env,
+                                                               "GTCACHE_BUNDLE_KEY": KEY}, check=False)
+    remotes = [line for line in proc.stdout.splitlines() if line.startswith("Remote:")]
+    assert len(remotes) == 2, proc.stdout + proc.stderr
+    assert remotes[0].endswith("(read-write)  answers")
+    assert "(read)  Does not answer:" in remotes[1]
+
+
+def test_trusted_remote_works_without_a_key(redis_server: str, tmp_path: pathlib.Path) -> None:
+    import redis
+
+    redis.Redis.from_url(redis_server).flushdb()
+    source = gtcache.open_store(tmp_path / "source")
+    key = publish(source, "alpha").key
+    result = CliRunner().invoke(cli, ["--cache-dir", str(source.root), "push", "--remote",
+                                      f"{redis_server}?mode=read-write"],
+                                env={"GTCACHE_BUNDLE_KEY": None}, catch_exceptions=False)
+    assert result.exit_code == 1 and "no GTCACHE_BUNDLE_KEY" in result.output, result.output
+    result = CliRunner().invoke(cli, ["--cache-dir", str(source.root), "push", "--remote",
+                                      f"{redis_server}?mode=read-write&trusted=1"],
+                                env={"GTCACHE_BUNDLE_KEY": None}, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(cli, ["--cache-dir", str(tmp_path / "target"), "pull", "--remote",
+                                      f"{redis_server}?trusted=1"], env={"GTCACHE_BUNDLE_KEY": None},
+                                catch_exceptions=False)
+    assert (result.exit_code, result.output) == (0, "Pulled 1 entry; 0 there already; 0 skipped.\n")
+    assert gtcache.open_store(tmp_path / "target").lookup(key) is not None
+    # An unsigned object is refused as soon as a key is set, whatever the URL says.
+    code, out = gtcache_cli("--cache-dir", str(tmp_path / "third"), "pull", "--remote", f"{redis_server}?trusted=1", key)
+    assert code == 1 and "is not signed" in out, out
+
+
+def test_remote_urls_are_read_from_the_environment() -> None:
+    env = {"GTCACHE_REMOTE": " redis://a:6379/0?mode=read-write,https://b/cache  http://c/x ",
+           "GTCACHE_REMOTE_TOKEN": "t0ken", "GTCACHE_REMOTE_PASSWORD": "pw"}
+    settings = gtcache.Settings.from_env(env=env)
+    assert settings.remotes == ("redis://a:6379/0?mode=read-write", "https://b/cache", "http://c/x")
+    assert "t0ken" not in repr(settings) and "pw" not in repr(settings) and "redis://" not in repr(settings)
+    spec = parse_remote("redis://me:secret@a:6379/0?mode=read-write&trusted=1&timeout=0.5&retries=0")
+    assert (spec.mode, spec.trusted, spec.timeout, spec.retries, spec.name) == (
+        "read-write", True, 0.5, 0, "redis://me:***@a:6379/0")
+    assert "secret" not in repr(spec)
+    assert parse_remote("http://b/cache").mode == "read"
+
+
+def test_push_completes_keys_and_program_names(tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "store")
+    publish(store, "alpha")
+    env = {"_GTCACHE_COMPLETE": "bash_complete", "COMP_WORDS": f"gtcache --cache-dir {store.root} push al",
+           "COMP_CWORD": "4"}
+    result = CliRunner().invoke(cli, [], env=env, prog_name="gtcache")
+    assert "alpha" in [line.split(",", 1)[1] for line in result.output.splitlines() if "," in line], result.output

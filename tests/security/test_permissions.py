@@ -1,0 +1,379 @@
+"""Owner and permission checks (as ssh ``StrictModes``): a store, tier or entry that someone
+untrusted could have written is never used, with one warning saying why and how to fix it.
+
+Tests run as root, whom the checks trust as an owner; so the READERS here are real
+unprivileged users: ``nobody`` (65534) and uid 65533 (no passwd entry). The venv's
+interpreter lives under /root (mode 0700), which other users cannot read, so each child
+starts as root, imports (and, for compiling children, runs once through gtcache against a
+scratch store) every code path it needs, then drops to the reader's uid and gids for good
+(``setresuid``) before it opens the store under test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import gtcache
+from gtcache.store import TrustPolicy
+from tests.conftest import CompiledStore
+from tests.reliability.test_hostile_input import files
+
+NOBODY, NOGROUP = 65534, 65534
+#: A second unprivileged user, without a passwd entry (numeric ids work with setuid).
+OTHER = 65533
+GTCACHE_CLI = [sys.executable, "-m", "gtcache_cli"]
+
+DROP = """
+import os
+def drop(uid, gid, groups):
+    os.setgroups(groups)
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+"""
+
+#: argv: store, uid, gid, extra gids (comma list), scratch store. Prints warnings and counts.
+HOOK_RUN = DROP + """
+import json, sys, warnings
+import numpy as np
+import gtcache
+from gtcache import examples
+from gtcache.gt4py import hook as gthook
+from gtcache.gt4py._hook import GtcacheWarning
+
+store, uid, gid, groups, scratch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+example = examples.EXAMPLES["axpy"]
+backend = examples.backend_by_name("roundtrip")
+
+def run():
+    program = example.program.with_backend(backend)
+    args, out = example.make_args(32, 1)
+    program(*args, offset_provider=example.offset_provider(32))
+    np.testing.assert_allclose(out.asnumpy(), example.reference(args))
+
+for _ in range(2):  # as root: compile and publish, then hit and load (imports every path)
+    with gthook.installed(scratch):
+        run()
+drop(uid, gid, [int(g) for g in groups.split(",") if g])
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    hook = gtcache.install(store)
+    run()
+    counts = dict(hook.counts)
+    gtcache.uninstall()
+from gtcache.gt4py._hook import PROCESS_RUN
+PROCESS_RUN.write_ledgers()  # what the exit handler does, skipped by os._exit below
+print(json.dumps({
+    "warnings": [str(w.message) for w in caught if issubclass(w.category, GtcacheWarning)],
+    "counts": counts,
+}), flush=True)
+os._exit(0)  # gt4py's exit handlers would remove, as this user, the temp folder root made
+"""
+
+#: argv: store, uid, gid. Prints "used" or the refusal.
+OPEN = DROP + """
+import sys
+import gtcache
+from gtcache.store import TrustPolicy
+store, uid, gid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+drop(uid, gid, [])
+try:
+    gtcache.open_store(store, create=False, trust=TrustPolicy.from_env()).close()
+    print("used")
+except gtcache.GtcacheError as error:
+    print(type(error).__name__, error)
+"""
+
+
+def child(code: str, *args: object, env: dict[str, str] | None = None) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *map(str, args)], capture_output=True, text=True,
+        timeout=600, env={**os.environ, **(env or {})}, check=False,
+    )
+    assert proc.returncode == 0, f"child failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture
+def public(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
+    """A folder every user can reach (pytest's own are private to root), removed afterwards."""
+    base = pathlib.Path(tempfile.mkdtemp(prefix="gtcache-trust-", dir="/tmp"))
+    os.chmod(base, 0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def hook_env(public: pathlib.Path) -> dict[str, str]:
+    """gt4py's build cache and temp folders where any reader may write; compiles in-process."""
+    cache, temp = public / "gt4py-build-cache", public / "tmp"
+    for folder in (cache, temp):
+        folder.mkdir()
+        os.chmod(folder, 0o1777)
+    return {
+        "GT4PY_BUILD_CACHE_DIR": str(cache), "GT4PY_BUILD_CACHE_LIFETIME": "persistent", "TMPDIR": str(temp),
+        "GT4PY_BUILD_JOBS_MODE": "serial",  # spawned workers could not start as the reader (see above)
+    }
+
+
+def run_hook(public: pathlib.Path, store: pathlib.Path, uid: int, gid: int, groups: tuple[int, ...] = (),
+             env: dict[str, str] | None = None) -> dict[str, Any]:
+    out = child(HOOK_RUN, store, uid, gid, ",".join(map(str, groups)), public / "scratch", env=env)
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
+def tree(root: pathlib.Path) -> dict[str, tuple[int, bytes]]:
+    """Every file and folder under ``root`` with its mode (and bytes): "unchanged" means this."""
+    found = {}
+    for path in sorted(root.rglob("*")):
+        st = path.lstat()
+        found[str(path.relative_to(root))] = (st.st_mode, path.read_bytes() if path.is_file() else b"")
+    return found
+
+
+# -- stores others can write ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["world-writable", "group-writable"])
+def test_a_store_others_can_write_is_not_used_and_left_alone(
+    public: pathlib.Path, hook_env: dict[str, str], how: str, figures: Any
+) -> None:
+    root = public / "store"
+    gtcache.open_store(root).close()  # root's, which every reader trusts as an owner
+    if how == "world-writable":
+        os.chmod(root, 0o777)
+    else:
+        os.chown(root, 0, NOGROUP)  # a group nobody is in... but the reader does not trust it
+        os.chmod(root, 0o775)
+    before = tree(root)
+    result = run_hook(public, root, NOBODY, NOGROUP, env=hook_env)
+    assert result["counts"] == {}, "nothing served from or published to the store"
+    (warning,) = result["warnings"]
+    assert f"store '{root}' not used" in warning and "compiling without the cache" in warning, warning
+    if how == "world-writable":
+        assert f"chmod o-w {root}" in warning and "drwxrwxrwx" in warning, warning
+    else:
+        assert f"chmod g-w {root}" in warning and "GTCACHE_TRUSTED_GROUPS=nogroup" in warning, warning
+    assert tree(root) == before, "the store's bytes and modes are unchanged"
+    figures.add("security", f"{how} store: warnings, entries served", "1, 0")
+
+
+def test_a_store_of_another_user_is_refused_unless_that_user_is_trusted(public: pathlib.Path) -> None:
+    root = public / "store"
+    gtcache.open_store(root).close()
+    for path in (root, *root.rglob("*")):
+        os.chown(path, NOBODY, NOGROUP, follow_symlinks=False)
+    refused = child(OPEN, root, OTHER, OTHER)
+    assert refused.startswith("UntrustedStoreError") and "belongs to user 'nobody'" in refused, refused
+    assert "GTCACHE_TRUSTED_USERS=nobody" in refused, refused
+    assert child(OPEN, root, OTHER, OTHER, env={"GTCACHE_TRUSTED_USERS": "nobody"}) == "used"
+    assert child(OPEN, root, OTHER, OTHER, env={"GTCACHE_TRUSTED_USERS": str(NOBODY)}) == "used"
+    assert child(OPEN, root, NOBODY, NOGROUP) == "used", "its owner uses it"
+
+
+def test_a_parent_folder_others_can_write_lets_them_swap_the_store(public: pathlib.Path) -> None:
+    parent = public / "parent"
+    parent.mkdir()
+    gtcache.open_store(parent / "store").close()
+    os.chmod(parent, 0o777)
+    refused = child(OPEN, parent / "store", NOBODY, NOGROUP)
+    assert refused.startswith("UntrustedStoreError") and f"'{parent}' is writable by everyone" in refused
+    os.chmod(parent, 0o1777)  # sticky, as /tmp: others cannot rename what is not theirs
+    assert child(OPEN, parent / "store", NOBODY, NOGROUP) == "used"
+
+
+def test_trust_is_declared_by_the_reader_never_by_the_store(tmp_path: pathlib.Path) -> None:
+    root = tmp_path / "store"
+    gtcache.open_store(root).close()
+    os.chmod(root, 0o777)
+    (root / "gtcache.toml").write_text('trusted_users = ["*"]\ntrusted_groups = ["*"]\n')
+    with pytest.raises(gtcache.UntrustedStoreError, match="writable by everyone"):
+        gtcache.open_store(root, trust=TrustPolicy.from_env({}))
+    gtcache.open_store(root, trust=TrustPolicy.from_env({"GTCACHE_TRUSTED_USERS": "*"})).close()
+
+
+# -- group-shared stores ---------------------------------------------------------------------------
+
+
+def test_a_group_shared_store_is_used_by_the_group_and_stays_group_writable(
+    public: pathlib.Path, hook_env: dict[str, str], figures: Any
+) -> None:
+    root = public / "team-store"
+    root.mkdir()
+    os.chown(root, 0, NOGROUP)
+    os.chmod(root, 0o2775)  # the documented set-up: setgid, group-writable
+    trusted = {**hook_env, "GTCACHE_TRUSTED_GROUPS": "nogroup"}
+    old = os.umask(0o022)  # the writer's umask would make everything 0644 / 0755
+    try:
+        wrote = run_hook(public, root, NOBODY, NOGROUP, env=trusted)
+    finally:
+        os.umask(old)
+    assert (wrote["counts"], wrote["warnings"]) == ({"compiled": 1}, [])
+    made = list(root.rglob("*"))
+    assert any(p.suffix == ".json" and "ledger" in p.parts for p in made), "the run was recorded"
+    for path in made:
+        st = path.lstat()
+        want = 0o2775 if path.is_dir() else 0o664
+        assert (stat.S_IMODE(st.st_mode), st.st_gid) == (want, NOGROUP), (path, oct(st.st_mode))
+    # A second member of the group (uid 65533, nogroup as a supplementary group) loads it.
+    read = run_hook(public, root, OTHER, OTHER, groups=(NOGROUP,), env=trusted)
+    assert (read["counts"], read["warnings"]) == ({"hit": 1}, [])
+    # Without declaring the group, the same reader refuses the store.
+    refused = run_hook(public, root, OTHER, OTHER, groups=(NOGROUP,), env=hook_env)
+    assert refused["counts"] == {} and "GTCACHE_TRUSTED_GROUPS=nogroup" in refused["warnings"][0]
+    figures.add("security", "group-shared store (2775): modes of what a umask-022 writer made", "2775 / 0664")
+
+
+def test_an_index_gtcache_creates_is_private_unless_the_store_is_shared(tmp_path: pathlib.Path) -> None:
+    private = gtcache.open_store(tmp_path / "mine")
+    private.scan()
+    assert stat.S_IMODE((tmp_path / "mine" / "index").stat().st_mode) == 0o700
+    shared_root = tmp_path / "ours"
+    shared_root.mkdir()
+    os.chmod(shared_root, 0o2775)
+    shared = gtcache.open_store(shared_root)
+    shared.scan()
+    assert stat.S_IMODE((shared_root / "index").stat().st_mode) == 0o2775
+    lock = shared.lock("x", "files")
+    assert lock.acquire(0)
+    assert stat.S_IMODE(lock.path.stat().st_mode) == 0o664, "group members can take over each other's locks"
+    lock.release()
+
+
+# -- entries -------------------------------------------------------------------------------------------
+
+#: argv: store, marker. Compiles-or-loads axpy/roundtrip; prints the outcome statuses.
+LOAD = """
+import json, sys
+import numpy as np
+import gtcache
+from gtcache import examples
+from gtcache.gt4py import compile_variant
+store = gtcache.open_store(sys.argv[1])
+example = examples.EXAMPLES["axpy"]
+program, outcomes = compile_variant(store, example.program, backend=examples.backend_by_name("roundtrip"),
+                                    offset_provider=example.offset_provider(32))
+args, out = example.make_args(32, 1)
+program(*args, offset_provider=example.offset_provider(32))
+np.testing.assert_allclose(out.asnumpy(), example.reference(args))
+print(json.dumps([[o.status, o.detail] for o in outcomes]))
+"""
+
+
+def plant(store_path: pathlib.Path, key: str, marker: pathlib.Path) -> None:
+    """Make the entry's program write ``marker`` when loaded, its record matching (checksums
+    pass), and its payload file owned by uid 65533: another user wrote it."""
+    from gtcache.store import EntryRecord, FileRecord
+    from gtcache.store._files import atomic_write_text
+    import xxhash
+
+    entry = store_path / "entries" / key[:2] / key
+    payload = entry / "program.py"
+    source = f"open({str(marker)!r}, 'w').write('ran')\n" + payload.read_text()
+    payload.write_text(source)
+    record = EntryRecord.loads((entry / "entry.json").read_bytes())
+    files_ = tuple(
+        FileRecord(path=f.path, size=len(source.encode()), xxh3=xxhash.xxh3_128_hexdigest(source.encode()))
+        if f.path == "program.py" else f for f in record.files
+    )
+    import dataclasses
+
+    atomic_write_text(entry / "entry.json", dataclasses.replace(record, files=files_).dumps())
+    os.chown(payload, OTHER, OTHER)
+
+
+def test_a_payload_another_user_wrote_is_never_loaded(
+    compiled_store: CompiledStore, store_copy: pathlib.Path, tmp_path: pathlib.Path, figures: Any
+) -> None:
+    key = compiled_store.variant("axpy", "roundtrip").key
+    marker = tmp_path / "planted-code-ran"
+    # The control: trusting uid 65533, the planted entry is live code (so the check is what stops it).
+    control = tmp_path / "control-store"
+    shutil.copytree(compiled_store.path, control, symlinks=True)
+    plant(control, key, marker)
+    assert json.loads(child(LOAD, control, env={"GTCACHE_TRUSTED_USERS": str(OTHER)})) == [["hit", None]]
+    assert marker.exists(), "the planted payload runs when its writer is trusted"
+    marker.unlink()
+
+    plant(store_copy, key, marker)
+    with pytest.raises(gtcache.CorruptEntryError, match="'program.py' belongs to user '65533'"):
+        gtcache.open_store(store_copy).lookup(key)
+    statuses = json.loads(child(LOAD, store_copy))
+    assert statuses[0][0] == "compiled", statuses
+    assert not marker.exists(), "the planted payload never ran"
+    entry = gtcache.open_store(store_copy).get(key)  # replaced by this reader's own compile
+    assert (entry.path / "program.py").stat().st_uid == os.geteuid()
+    figures.add("security", "payload owned by an untrusted uid: loaded / planted code ran", "no / no")
+
+
+def test_an_entry_file_others_can_write_is_broken(store_copy: pathlib.Path, compiled_store: CompiledStore) -> None:
+    key = compiled_store.variant("axpy", "roundtrip").key
+    entry_json = store_copy / "entries" / key[:2] / key / "entry.json"
+    os.chmod(entry_json, 0o666)
+    store = gtcache.open_store(store_copy)
+    with pytest.raises(gtcache.CorruptEntryError, match="'entry.json' is writable by everyone"):
+        store.lookup(key)
+    (info,) = [e for e in store.scan(use_index=False).entries if e.key == key]
+    assert not info.ok
+
+
+# -- read-only tiers and the CLI --------------------------------------------------------------------------
+
+
+def test_a_readonly_tier_others_can_write_is_skipped_while_the_main_store_serves(
+    compiled_store: CompiledStore, public: pathlib.Path, hook_env: dict[str, str]
+) -> None:
+    tier = public / "tier"
+    shutil.copytree(compiled_store.path, tier, symlinks=True)
+    main = public / "main"  # the reader's own store (an empty folder it owns, filled by its first run)
+    main.mkdir()
+    os.chown(main, NOBODY, NOGROUP)
+    env = {**hook_env, "GTCACHE_READONLY_DIRS": str(tier)}
+    served = run_hook(public, main, NOBODY, NOGROUP, env=env)
+    assert (served["counts"], served["warnings"]) == ({"hit": 1}, []), "the control: the tier serves"
+    os.chmod(tier / "entries", 0o777)
+    before = tree(tier)
+    skipped = run_hook(public, main, NOBODY, NOGROUP, env=env)
+    assert skipped["counts"] == {"compiled": 1}, "compiled into the main store"
+    (warning,) = skipped["warnings"]
+    assert f"read-only store '{tier}' not used" in warning and "it is skipped" in warning, warning
+    assert f"chmod o-w {tier}/entries" in warning
+    assert tree(tier) == before
+    assert len(gtcache.open_store(main, trust=TrustPolicy.from_env({"GTCACHE_TRUSTED_USERS": "nobody"})).scan().entries) == 1
+
+
+def test_the_cli_lists_an_untrusted_store_with_a_warning_and_refuses_to_import(
+    store_copy: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    env = {**os.environ, "GTCACHE_DIR": str(store_copy)}
+    bundle = tmp_path / "b.tar.gz"
+    exported = subprocess.run([*GTCACHE_CLI, "export", str(bundle)], capture_output=True, text=True, env=env)
+    assert exported.returncode == 0, exported.stderr
+    os.chmod(store_copy, 0o777)
+    before = files(store_copy)
+    listed = subprocess.run([*GTCACHE_CLI, "ls"], capture_output=True, text=True, env=env)
+    assert listed.returncode == 0 and "axpy" in listed.stdout, listed.stderr
+    (warning,) = listed.stderr.strip().splitlines()
+    assert warning.startswith(f"Warning: Store '{store_copy}' is not trusted:") and "chmod o-w" in warning
+    imported = subprocess.run([*GTCACHE_CLI, "import", str(bundle)], capture_output=True, text=True, env=env)
+    assert imported.returncode == 1, imported.stderr
+    (error,) = imported.stderr.strip().splitlines()
+    assert error.startswith(f"Error: Store '{store_copy}' is not trusted:"), error
+    for command in (["prune", "--broken", "--yes"], ["clear", "--yes"], ["verify", "--repair"], ["stats", "--zero"]):
+        refused = subprocess.run([*GTCACHE_CLI, *command], capture_output=True, text=True, env=env)
+        assert refused.returncode == 1 and refused.stderr.startswith("Error: Store"), (command, refused.stderr)
+    assert files(store_copy) == before

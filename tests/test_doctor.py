@@ -1,0 +1,148 @@
+"""gtcache doctor: is gtcache active here, and if not, why (real interpreters, real stores)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import sysconfig
+
+import pytest
+
+import gtcache
+from gtcache import doctor
+from gtcache.settings import Settings
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _doctor(
+    tmp_path: pathlib.Path, *args: str, before: tuple[str, ...] = (), **env: str
+) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("GTCACHE")}
+    return subprocess.run(
+        [sys.executable, "-m", "gtcache_cli", *before, "doctor", *args], capture_output=True, text=True, cwd=tmp_path,
+        env={**base, **env}, timeout=300, check=False,
+    )
+
+
+def test_active_store_reports_everything_and_exits_0(tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "store")
+    proc = _doctor(tmp_path, "--json", GTCACHE_DIR=str(store.root), GTCACHE_WAIT="5", GTCACHE_TYPO="1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["problem"] is None and report["hook_active"] and report["gt4py_supported"]
+    assert report["verdict"] == f"gtcache is active: model runs in this interpreter are served from '{store.root}'."
+    assert report["versions"]["gtcache"] == gtcache.__version__ and report["versions"]["gt4py"]
+    assert any(path.endswith("gtcache-autoload.pth") for path in report["startup_hook"])
+    settings = {s["name"]: (s["value"], s["source"]) for s in report["settings"]}
+    assert settings["GTCACHE_DIR"] == (str(store.root), "environment")
+    assert settings["GTCACHE_WAIT"] == ("5", "environment")
+    assert settings["GTCACHE_LOCKING"] == ("auto", "default")
+    assert settings["GTCACHE_TYPO"] == ("1", "environment (unknown)")
+    info = report["store"]
+    assert info["exists"] and info["writable"] and info["layout_version"] == 1
+    assert info["owner"] == "root" and info["mode"].startswith("drwx")
+    assert info["locking"] in ("flock", "files") and info["free_bytes"] > 0
+    assert report["toolchain"]["gt4py"] == report["versions"]["gt4py"]
+
+
+def test_text_output_ends_with_the_verdict(tmp_path: pathlib.Path) -> None:
+    proc = _doctor(tmp_path, GTCACHE_DIR=str(tmp_path / "new-store"))
+    assert proc.returncode == 0, proc.stderr
+    assert "Not created yet: the first compilation creates it." in proc.stdout
+    assert not (tmp_path / "new-store").exists(), "doctor creates nothing"
+    assert proc.stdout.strip().splitlines()[-1].startswith("gtcache is active")
+
+
+def test_store_that_cannot_be_opened_exits_1_naming_it(tmp_path: pathlib.Path) -> None:
+    folder = tmp_path / "not-a-store"
+    folder.mkdir()
+    (folder / "precious.txt").write_text("mine")
+    proc = _doctor(tmp_path, GTCACHE_DIR=str(folder))
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(rf"Error: The store '{re.escape(str(folder))}' cannot be opened: .*", last), proc.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["precious.txt"]
+
+
+def test_gtcache_0_with_gtcache_dir_exits_1(tmp_path: pathlib.Path) -> None:
+    proc = _doctor(tmp_path, GTCACHE_DIR=str(tmp_path / "s"), GTCACHE="0")
+    assert proc.returncode == 1
+    assert proc.stderr.strip().endswith("Error: GTCACHE=0 turns the start-up hook off although GTCACHE_DIR is set.")
+
+
+def test_without_gtcache_dir_it_says_off_and_exits_0(tmp_path: pathlib.Path) -> None:
+    proc = _doctor(tmp_path, before=("--cache-dir", str(tmp_path / "s")))
+    assert proc.returncode == 0, proc.stderr
+    assert "gtcache is off here: GTCACHE_DIR is not set" in proc.stdout
+    assert re.search(r"GTCACHE_DIR\s+\S+/s\s+\[argument\]", proc.stdout), proc.stdout
+
+
+def test_interpreter_without_the_startup_hook_exits_1(tmp_path: pathlib.Path) -> None:
+    """A fresh environment that sees gtcache's sources (PYTHONPATH) but never installed it."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", tmp_path / "venv"], check=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    (pathlib.Path(purelib) / "_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("GTCACHE")}
+    proc = subprocess.run(
+        [python, "-m", "gtcache_cli", "doctor"], capture_output=True, text=True, cwd=tmp_path, timeout=300,
+        env={**base, "GTCACHE_DIR": str(tmp_path / "s"), "PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'cli'}"},
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"Error: The start-up hook 'gtcache-autoload.pth' is not installed in this interpreter ('{python}'):"
+        " reinstall gtcache in this environment."
+    )
+
+
+def test_bad_setting_is_the_reason(tmp_path: pathlib.Path) -> None:
+    report = doctor.diagnose(
+        Settings.from_env(env={"GTCACHE_DIR": str(tmp_path / "s")}),
+        env={"GTCACHE_DIR": str(tmp_path / "s"), "GTCACHE_LOG": "loud"}, import_gt4py=False,
+    )
+    assert report.problem is not None and "GTCACHE_LOG='loud' is not one of" in report.problem
+
+
+def test_unsupported_gt4py_versions() -> None:
+    assert doctor._gt4py_problem("1.2.1") is None and doctor._gt4py_problem("1.2.3") is None
+    assert doctor._gt4py_problem("1.2.3.post1+g1234") is None
+    assert doctor._gt4py_problem("1.3.0") == (
+        f"gt4py 1.3.0 is not supported (gtcache {gtcache.__version__} supports 1.2.1 to below 1.3)."
+    )
+    assert doctor._gt4py_problem("1.2.0") is not None and doctor._gt4py_problem(None) is not None
+
+
+def test_supported_range_matches_the_package_requirement() -> None:
+    text = (ROOT / "pyproject.toml").read_text()
+    assert '"gt4py>=1.2.1,<1.3"' in text, "doctor.SUPPORTED_GT4PY follows pyproject.toml's gt4py requirement"
+    assert doctor.SUPPORTED_GT4PY == ((1, 2, 1), (1, 3))
+
+
+def test_store_owned_by_another_user_and_writable_by_all_is_noted(tmp_path: pathlib.Path) -> None:
+    store = gtcache.open_store(tmp_path / "store")
+    os.chown(store.root, 65534, 65534)
+    store.root.chmod(0o777)
+    report = doctor.diagnose(Settings.from_env(cache_dir=store.root, env={}), env={}, import_gt4py=False)
+    assert report.store.owner == "nobody" and report.store.mode == "drwxrwxrwx (0777)"
+    assert any("Owned by 'nobody', not by you" in note for note in report.store.notes)
+    assert any("Writable by every user" in note for note in report.store.notes)
+
+
+@pytest.mark.parametrize("tier_exists", [True, False])
+def test_read_only_tiers(tmp_path: pathlib.Path, tier_exists: bool) -> None:
+    tier = tmp_path / "tier"
+    if tier_exists:
+        gtcache.open_store(tier)
+    settings = Settings.from_env(env={"GTCACHE_DIR": str(tmp_path / "s"), "GTCACHE_READONLY_DIRS": str(tier)})
+    report = doctor.diagnose(settings, env={}, import_gt4py=False)
+    (reported,) = report.store.tiers
+    assert reported.path == tier and (reported.problem is None) == tier_exists
