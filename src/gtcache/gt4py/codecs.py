@@ -5,6 +5,12 @@ flag or an enum, so ``encode`` describes it as JSON (paths as names of files
 inside the entry) and ``decode`` rebuilds it with paths under the entry folder
 the store holds now, wherever that is.
 
+Each kind is one ``Codec`` record in ``CODECS`` (encode, decode, the files its
+description names); where gt4py defines its artifact class is the adapter's
+``_compat.ARTIFACT_CLASSES``, and the fields that name files are the on-disk
+format's (``entry.schema.json``, mirrored by the store's record validation). A
+test checks the four agree.
+
 An entry names only its own files: every path a description holds (gtfn
 ``module``; dace ``library``, its stub ``libdacestub_*`` and ``sdfg``; roundtrip
 ``source``) must be a plain file name listed in the entry's ``files``. ``decode``
@@ -23,7 +29,7 @@ from typing import Any
 from gtcache.errors import CorruptEntryError, UnsupportedArtifactError
 from gtcache.gt4py import _compat
 
-__all__ = ["EncodedArtifact", "decode", "encode"]
+__all__ = ["CODECS", "Codec", "EncodedArtifact", "decode", "encode"]
 
 _SDFG_FILE = "program.sdfg.json"
 _ROUNDTRIP_FILE = "program.py"
@@ -46,7 +52,7 @@ def encode(artifact: object, *, device_arch: str | None = None) -> EncodedArtifa
     kind = _compat.artifact_kind(artifact)
     if kind is None:
         raise UnsupportedArtifactError(f"unknown artifact class '{type(artifact).__qualname__}'.")
-    fields, files = _ENCODERS[kind](artifact)
+    fields, files = CODECS[kind].encode(artifact)
     device_type = getattr(artifact, "device_type", _compat.DeviceType.CPU)
     return EncodedArtifact(
         description={"kind": kind, "fields": fields},
@@ -62,14 +68,15 @@ def decode(description: Mapping[str, Any], entry_path: pathlib.Path, *, files: C
     path (``../x``, ``/abs``, a name not listed) is ``CorruptEntryError`` for ``key``.
     """
     kind = description.get("kind")
-    if kind not in _DECODERS:
+    codec = CODECS.get(kind) if isinstance(kind, str) else None
+    if codec is None:
         raise UnsupportedArtifactError(f"unknown artifact kind {kind!r}.")
     fields = description["fields"]
     try:
-        for name in _FILE_NAMES[kind](fields):
+        for name in codec.file_names(fields):
             if not isinstance(name, str) or name not in files or "/" in name or name in (".", ".."):
                 raise CorruptEntryError(key, f"its '{kind}' artifact names {name!r}, which is not a file of the entry.")
-        return _DECODERS[kind](fields, entry_path)
+        return codec.decode(fields, entry_path)
     except (KeyError, TypeError, ValueError) as error:
         raise UnsupportedArtifactError(f"bad '{kind}' artifact description ({error!r}).") from None
 
@@ -171,12 +178,25 @@ def _dace_files(fields: Mapping[str, Any]) -> tuple[Any, ...]:
     return (library, "libdacestub_" + library[3:], fields["sdfg"])
 
 
-#: The entry files each kind's description names (gt4py loads the dace stub from beside
-#: the library, so it counts too).
-_FILE_NAMES: dict[str, Callable[[Mapping[str, Any]], tuple[Any, ...]]] = {
-    "gtfn": lambda fields: (fields["module"],),
-    "dace": _dace_files,
-    "roundtrip": lambda fields: (fields["source"],),
+@dataclasses.dataclass(frozen=True)
+class Codec:
+    """Everything gtcache does with one artifact kind."""
+
+    kind: str
+    #: artifact -> (the description's ``fields``, entry file name -> source path or content).
+    encode: Callable[[Any], tuple[dict[str, Any], dict[str, pathlib.Path | bytes]]]
+    #: (``fields``, entry folder) -> the artifact, its paths inside the folder.
+    decode: Callable[[Mapping[str, Any], pathlib.Path], object]
+    #: The entry files a description names: all ``decode`` and gt4py's load may open
+    #: (gt4py loads the dace stub from beside the library, so it counts too).
+    file_names: Callable[[Mapping[str, Any]], tuple[Any, ...]]
+
+
+CODECS: Mapping[str, Codec] = {
+    codec.kind: codec
+    for codec in (
+        Codec("gtfn", _encode_gtfn, _decode_gtfn, lambda fields: (fields["module"],)),
+        Codec("dace", _encode_dace, _decode_dace, _dace_files),
+        Codec("roundtrip", _encode_roundtrip, _decode_roundtrip, lambda fields: (fields["source"],)),
+    )
 }
-_ENCODERS = {"gtfn": _encode_gtfn, "dace": _encode_dace, "roundtrip": _encode_roundtrip}
-_DECODERS = {"gtfn": _decode_gtfn, "dace": _decode_dace, "roundtrip": _decode_roundtrip}
