@@ -17,7 +17,8 @@ from gtcache.store._ledger import LedgerTotals
 from gtcache.store._lock import StoreLock
 from gtcache.store._record import SCHEMA_VERSION, EntryRecord, FileRecord, now_iso
 from gtcache.store._scan import EntryInfo, StoreScan, StoreStats, format_size
-from gtcache.store._store import Entry, EntryDraft, IndexState, Store, open_store
+from gtcache.store._open import open_store
+from gtcache.store._store import Entry, EntryDraft, IndexState, Store
 from gtcache.store._trust import StoreModes, TrustPolicy, check_store
 
 __all__ = [

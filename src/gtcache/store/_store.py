@@ -24,22 +24,18 @@ from typing import Any, Literal
 
 from gtcache._version import __version__
 from gtcache.errors import (
-    AmbiguousKeyError,
     CorruptEntryError,
     EntryNotFoundError,
     GtcacheError,
-    NotAStoreError,
-    StoreVersionError,
-    UntrustedStoreError,
 )
-from gtcache.store import _files, _layout, _ledger
-from gtcache.store._index import Index, IndexRow
+from gtcache.store import _catalog, _files, _layout, _ledger
+from gtcache.store._index import Index
 from gtcache.store._lock import StoreLock
 from gtcache.store._record import EntryRecord, FileRecord, now_iso
 from gtcache.store._scan import EntryInfo, StoreScan
-from gtcache.store._trust import StoreModes, TrustPolicy, check_store
+from gtcache.store._trust import StoreModes, TrustPolicy
 
-__all__ = ["Entry", "EntryDraft", "Store", "open_store"]
+__all__ = ["Entry", "EntryDraft", "Store"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,7 +135,7 @@ class Store:
             raise CorruptEntryError(key, str(error)) from None
         if record.key != key:
             raise CorruptEntryError(key, f"its record names key '{record.key}'.")
-        if problem := _size_problem(path, ((f.path, f.size) for f in record.files), self.trust):
+        if problem := _catalog.size_problem(path, ((f.path, f.size) for f in record.files), self.trust):
             if not (path / _layout.ENTRY_FILE).exists():
                 return None  # removed (renamed away whole) while we looked: absent, not broken
             raise CorruptEntryError(key, problem)
@@ -326,7 +322,7 @@ class Store:
     def clear(self) -> int:
         """Remove every entry folder, the index and what ``quarantine/`` holds; return the bytes freed."""
         self._require_writable()
-        keys = [key for key, _ in self._disk_keys()]
+        keys = [key for key, _ in _catalog.disk_keys(self)]
         freed = self.remove(keys)
         freed += self.quarantined()[1]
         self._index.drop()
@@ -412,31 +408,10 @@ class Store:
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._scan(use_index)
+            return _catalog.scan(self, self._index, use_index)
         finally:
             if gc_was_enabled:
                 gc.enable()
-
-    def _scan(self, use_index: bool) -> StoreScan:
-        rows = None if self.read_only or not use_index else self._index.rows()
-        index_state = self._index.state if rows is not None else "unavailable"
-        rows = rows or {}
-        seen = set()
-        infos = []
-        for key, mtime_ns in self._disk_keys():
-            seen.add(key)
-            row = rows.get(key)
-            if row is None or row.mtime_ns != mtime_ns:
-                row = self._read_row(key, mtime_ns)
-                if not self.read_only and use_index:
-                    self._index.put(key, row)
-            infos.append(self._info(key, row))
-        for stale in rows.keys() - seen:
-            self._index.delete(stale)
-        if not use_index:
-            index_state = "unused"
-        infos.sort(key=lambda info: (info.program, info.backend, info.key))
-        return StoreScan(root=self.root, entries=tuple(infos), index=index_state)
 
     def check_index(self) -> IndexState:
         """How the index compares with the folders, refreshing it if needed.
@@ -446,23 +421,7 @@ class Store:
         text rows, never read: ``index_foreign_rows`` says how many; rebuild to clear);
         "unavailable" (read-only or unwritable).
         """
-        if self.read_only:
-            return "unavailable"
-        rows = self._index.rows()
-        if rows is None:
-            return "unavailable"
-        if self._index.state == "rebuilt":
-            self.scan()
-            return "rebuilt"
-        if self._index.foreign:
-            return "foreign"
-        disk = dict(self._disk_keys())
-        lagging = rows.keys() != disk.keys() or any(
-            rows[key].mtime_ns != (mtime or 0) for key, mtime in disk.items()
-        )
-        if lagging:
-            self.scan()
-        return "lagging" if lagging else "ok"
+        return _catalog.check_index(self, self._index)
 
     @property
     def index_foreign_rows(self) -> int:
@@ -488,7 +447,7 @@ class Store:
     def usage(self) -> tuple[int, int, int]:
         """(entries, bytes, files) from the folders alone: no record is parsed, no index read."""
         entries = size = files = 0
-        for key, _ in self._disk_keys():
+        for key, _ in _catalog.disk_keys(self):
             entries += 1
             with contextlib.suppress(OSError), os.scandir(self.entry_path(key)) as items:
                 for item in items:
@@ -528,71 +487,7 @@ class Store:
 
     def resolve(self, query: str, scan: StoreScan | None = None) -> tuple[EntryInfo, ...]:
         """Entries matching a full key, a unique key prefix (>= 4 digits) or a program name."""
-        scan = scan if scan is not None else self.scan()
-        query = query.strip()
-        by_key = [e for e in scan.entries if e.key == query]
-        if by_key:
-            return tuple(by_key)
-        if len(query) >= 4 and all(c in "0123456789abcdef" for c in query):
-            prefixed = [e for e in scan.entries if e.key.startswith(query)]
-            if len(prefixed) > 1:
-                raise AmbiguousKeyError(query, len(prefixed))
-            if prefixed:
-                return tuple(prefixed)
-        named = tuple(
-            e for e in scan.entries if query in (e.program, e.qualified_program)
-        )
-        if not named:
-            raise EntryNotFoundError(query)
-        return named
-
-    def _disk_keys(self) -> list[tuple[str, int | None]]:
-        """(key, mtime_ns of entry.json or None) of every folder shaped like an entry."""
-        found: list[tuple[str, int | None]] = []
-        entries = self.root / _layout.ENTRIES_DIR
-        if any(path == entries for path, _ in self.unsafe_folders()):
-            return found  # a symlinked 'entries' is never listed (verify reports it)
-        with contextlib.suppress(FileNotFoundError):
-            for shard in os.scandir(entries):
-                # No symlinks (d_type: no extra system call): a linked shard or entry is an
-                # orphan, never listed, so never removed through the link.
-                if len(shard.name) != 2 or not shard.is_dir(follow_symlinks=False):
-                    continue
-                for item in os.scandir(shard.path):
-                    if not (
-                        _layout.is_key(item.name) and item.name.startswith(shard.name)
-                        and item.is_dir(follow_symlinks=False)
-                    ):
-                        continue
-                    try:  # f-strings, not os.path.join: this runs once per entry per scan
-                        mtime_ns: int | None = os.stat(f"{item.path}/{_layout.ENTRY_FILE}").st_mtime_ns
-                    except OSError:
-                        mtime_ns = None
-                    found.append((item.name, mtime_ns))
-        return found
-
-    def _read_row(self, key: str, mtime_ns: int | None) -> IndexRow:
-        try:
-            entry = self.lookup(key)
-        except CorruptEntryError as error:
-            record = None
-            with contextlib.suppress(OSError, ValueError, RecursionError):
-                raw = json.loads(_files.read_regular(self.entry_path(key) / _layout.ENTRY_FILE))
-                record = raw if isinstance(raw, dict) else None
-            return IndexRow(mtime_ns=mtime_ns or 0, record=record, problem=error.reason)
-        if entry is None:  # entry.json missing
-            return IndexRow(mtime_ns=0, record=None, problem=f"'{_layout.ENTRY_FILE}' is missing.")
-        return IndexRow(mtime_ns=mtime_ns or 0, record=entry.record.to_json(), problem=None)
-
-    def _info(self, key: str, row: IndexRow) -> EntryInfo:
-        path = f"{self.root}/{_layout.ENTRIES_DIR}/{key[:2]}/{key}"
-        problem = row.problem
-        if problem is None and row.record is not None:
-            # Sizes change without touching entry.json (a truncated payload): check them here.
-            problem = _size_problem(
-                path, ((f["path"], f["size"]) for f in row.record.get("files", ())), self.trust
-            )
-        return EntryInfo.make(key=key, path=pathlib.Path(path), raw=row.record, problem=problem)
+        return _catalog.resolve(scan if scan is not None else self.scan(), query)
 
     def lock(self, name: str, method: str = "auto") -> StoreLock:
         """The inter-process lock ``name`` of this store (``locks/<name>.lock``, see ``_lock.py``)."""
@@ -666,101 +561,6 @@ class Store:
         self._unsafe = None
 
 
-def open_store(
-    root: str | os.PathLike[str],
-    *,
-    index_dir: str | os.PathLike[str] | None = None,
-    create: bool = True,
-    read_only: bool = False,
-    trust: TrustPolicy | None = None,
-    allow_untrusted: bool = False,
-) -> Store:
-    """Open the store at ``root``, creating it when absent (or an empty folder) and ``create``.
-
-    Raises ``StoreVersionError`` for a store of another layout version and
-    ``NotAStoreError`` for a non-empty folder that is not a store. ``read_only``
-    opens an existing store that is never written (no index, counters, links, ledger).
-
-    The store (and its index) must pass the owner and permission checks of
-    ``trust`` (default: ``TrustPolicy.from_env()``, see ``gtcache.store._trust``),
-    else ``UntrustedStoreError``; with ``allow_untrusted`` (listings) it opens
-    anyway, read-only and without its index, with the reason in ``Store.trust_problem``.
-    Entries whose files fail the checks are broken either way.
-    """
-    path = pathlib.Path(root).expanduser().absolute()
-    layout = path / _layout.LAYOUT_FILE
-    if not layout.exists():
-        if not create or read_only:
-            raise GtcacheError(f"No gtcache store at '{path}'.")
-        _create(path)
-    _check_layout(path, layout)
-    trust = trust if trust is not None else TrustPolicy.from_env()
-    index = pathlib.Path(index_dir).expanduser().absolute() if index_dir else None
-    problem = None
-    try:
-        check_store(path, index, trust)
-    except UntrustedStoreError as error:
-        if not allow_untrusted:
-            raise
-        problem, read_only = str(error), True
-    writable = os.access(path, os.W_OK) and os.access(path / _layout.ENTRIES_DIR, os.W_OK)
-    return Store(
-        path, index_dir=index, read_only=read_only or not writable, trust=trust, trust_problem=problem,
-        modes=StoreModes.of_root(os.stat(path).st_mode),
-    )
-
-
-#: What a store (or one being created by another process right now) may hold.
-_STORE_NAMES = frozenset({
-    _layout.ENTRIES_DIR, _layout.TMP_DIR, _layout.TRASH_DIR, _layout.CACHEDIR_TAG, _layout.LAYOUT_FILE,
-    _layout.INDEX_DIR, _layout.DIRECT_DIR, _layout.QUARANTINE_DIR, _layout.LEDGER_DIR, _layout.LOCKS_DIR,
-    _layout.CONFIG_FILE,
-})
-
-
-def _foreign(path: pathlib.Path) -> bool:
-    """True if ``path`` holds anything a store (being created) would not."""
-    for name in os.listdir(path):
-        temp = name.startswith((f".{_layout.CACHEDIR_TAG}.tmp-", f".{_layout.LAYOUT_FILE}.tmp-"))
-        if name not in _STORE_NAMES and not temp:
-            return True
-    return False
-
-
-def _create(path: pathlib.Path) -> None:
-    # Another process may be creating the same store right now: its folders are no
-    # reason to refuse, and every step below is idempotent.
-    if path.exists() and (not path.is_dir() or _foreign(path)):
-        raise NotAStoreError(path)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        # The root's mode (umask, or what an admin set: 2775 for a group) is the store's.
-        modes = StoreModes.of_root(os.stat(path).st_mode)
-        for name in (_layout.ENTRIES_DIR, _layout.TMP_DIR, _layout.TRASH_DIR):
-            modes.make_folder(path / name)
-        tag = path / _layout.CACHEDIR_TAG
-        if not tag.exists():
-            _files.atomic_write_text(tag, _layout.CACHEDIR_TAG_TEXT, mode=modes.file)
-        layout_text = json.dumps(
-            {"format": _layout.LAYOUT_FORMAT, "layout_version": _layout.LAYOUT_VERSION}, indent=2
-        )
-        # Written last: a folder is a store once this file exists.
-        _files.atomic_write_text(path / _layout.LAYOUT_FILE, layout_text + "\n", mode=modes.file)
-    except OSError as error:
-        raise GtcacheError(f"Cannot create a store at '{path}': {error.strerror or error}.") from None
-
-
-def _check_layout(path: pathlib.Path, layout: pathlib.Path) -> None:
-    try:
-        data = json.loads(layout.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise GtcacheError(f"Cannot read '{layout}': {error}.") from None
-    if not isinstance(data, dict) or data.get("format") != _layout.LAYOUT_FORMAT:
-        raise NotAStoreError(path)
-    if data.get("layout_version") != _layout.LAYOUT_VERSION:
-        raise StoreVersionError(path, data.get("layout_version"), _layout.LAYOUT_VERSION)
-
-
 def _rename_if_absent(source: pathlib.Path, target: pathlib.Path) -> bool:
     try:
         os.rename(source, target)
@@ -773,30 +573,6 @@ def _rename_if_absent(source: pathlib.Path, target: pathlib.Path) -> bool:
 
 def _read_record(path: pathlib.Path) -> EntryRecord:
     return EntryRecord.loads(_files.read_regular(path / _layout.ENTRY_FILE))
-
-
-def _size_problem(
-    path: str | pathlib.Path, files: Iterable[tuple[str, int]], trust: TrustPolicy | None = None
-) -> str | None:
-    """Why the payload files ``(name, size)`` in ``path`` are not as recorded (or, with
-    ``trust``, may have been written by someone untrusted), or None.
-
-    Runs per entry on every scan and lookup: f-strings and one ``os.lstat`` per file, no
-    pathlib objects. Only regular files count: a symlink, FIFO or device is a problem.
-    """
-    for name, expected in files:
-        try:
-            info = os.lstat(f"{path}/{name}")
-        except OSError:
-            return f"file '{name}' is missing."
-        if not stat.S_ISREG(info.st_mode):
-            return f"file '{name}' is not a regular file."
-        size = info.st_size
-        if trust is not None and (problem := trust.file_problem(name, info)):
-            return problem
-        if size != expected:
-            return f"file '{name}' has {size} bytes, not {expected}."
-    return None
 
 
 def _read_fd(fd: int, size: int) -> bytes:

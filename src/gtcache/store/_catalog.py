@@ -1,0 +1,166 @@
+"""The folders reconciled with the index: scans, the index's state, queries.
+
+The entry folders are the truth; the index (``_index.py``) is a hint refreshed here
+whenever a folder's ``entry.json`` changed behind it. ``Store`` delegates its
+``scan``, ``check_index`` and ``resolve`` here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pathlib
+import stat
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from gtcache.errors import AmbiguousKeyError, CorruptEntryError, EntryNotFoundError
+from gtcache.store import _files, _layout
+from gtcache.store._index import Index, IndexRow
+from gtcache.store._scan import EntryInfo, StoreScan
+from gtcache.store._trust import TrustPolicy
+
+if TYPE_CHECKING:
+    from gtcache.store._store import IndexState, Store
+
+__all__ = ["check_index", "disk_keys", "resolve", "scan", "size_problem"]
+
+
+def scan(store: Store, index: Index, use_index: bool) -> StoreScan:
+    """``Store.scan``: every entry folder, reconciled with (and refreshing) ``index``."""
+    rows = None if store.read_only or not use_index else index.rows()
+    index_state = index.state if rows is not None else "unavailable"
+    rows = rows or {}
+    seen = set()
+    infos = []
+    for key, mtime_ns in disk_keys(store):
+        seen.add(key)
+        row = rows.get(key)
+        if row is None or row.mtime_ns != mtime_ns:
+            row = _read_row(store, key, mtime_ns)
+            if not store.read_only and use_index:
+                index.put(key, row)
+        infos.append(_info(store, key, row))
+    for stale in rows.keys() - seen:
+        index.delete(stale)
+    if not use_index:
+        index_state = "unused"
+    infos.sort(key=lambda info: (info.program, info.backend, info.key))
+    return StoreScan(root=store.root, entries=tuple(infos), index=index_state)
+
+
+def check_index(store: Store, index: Index) -> IndexState:
+    """``Store.check_index``."""
+    if store.read_only:
+        return "unavailable"
+    rows = index.rows()
+    if rows is None:
+        return "unavailable"
+    if index.state == "rebuilt":
+        store.scan()
+        return "rebuilt"
+    if index.foreign:
+        return "foreign"
+    disk = dict(disk_keys(store))
+    lagging = rows.keys() != disk.keys() or any(
+        rows[key].mtime_ns != (mtime or 0) for key, mtime in disk.items()
+    )
+    if lagging:
+        store.scan()
+    return "lagging" if lagging else "ok"
+
+
+def resolve(scan: StoreScan, query: str) -> tuple[EntryInfo, ...]:
+    """Entries matching a full key, a unique key prefix (>= 4 digits) or a program name."""
+    query = query.strip()
+    by_key = [e for e in scan.entries if e.key == query]
+    if by_key:
+        return tuple(by_key)
+    if len(query) >= 4 and all(c in "0123456789abcdef" for c in query):
+        prefixed = [e for e in scan.entries if e.key.startswith(query)]
+        if len(prefixed) > 1:
+            raise AmbiguousKeyError(query, len(prefixed))
+        if prefixed:
+            return tuple(prefixed)
+    named = tuple(
+        e for e in scan.entries if query in (e.program, e.qualified_program)
+    )
+    if not named:
+        raise EntryNotFoundError(query)
+    return named
+
+
+def disk_keys(store: Store) -> list[tuple[str, int | None]]:
+    """(key, mtime_ns of entry.json or None) of every folder shaped like an entry."""
+    found: list[tuple[str, int | None]] = []
+    entries = store.root / _layout.ENTRIES_DIR
+    if any(path == entries for path, _ in store.unsafe_folders()):
+        return found  # a symlinked 'entries' is never listed (verify reports it)
+    with contextlib.suppress(FileNotFoundError):
+        for shard in os.scandir(entries):
+            # No symlinks (d_type: no extra system call): a linked shard or entry is an
+            # orphan, never listed, so never removed through the link.
+            if len(shard.name) != 2 or not shard.is_dir(follow_symlinks=False):
+                continue
+            for item in os.scandir(shard.path):
+                if not (
+                    _layout.is_key(item.name) and item.name.startswith(shard.name)
+                    and item.is_dir(follow_symlinks=False)
+                ):
+                    continue
+                try:  # f-strings, not os.path.join: this runs once per entry per scan
+                    mtime_ns: int | None = os.stat(f"{item.path}/{_layout.ENTRY_FILE}").st_mtime_ns
+                except OSError:
+                    mtime_ns = None
+                found.append((item.name, mtime_ns))
+    return found
+
+
+def _read_row(store: Store, key: str, mtime_ns: int | None) -> IndexRow:
+    try:
+        entry = store.lookup(key)
+    except CorruptEntryError as error:
+        record = None
+        with contextlib.suppress(OSError, ValueError, RecursionError):
+            raw = json.loads(_files.read_regular(store.entry_path(key) / _layout.ENTRY_FILE))
+            record = raw if isinstance(raw, dict) else None
+        return IndexRow(mtime_ns=mtime_ns or 0, record=record, problem=error.reason)
+    if entry is None:  # entry.json missing
+        return IndexRow(mtime_ns=0, record=None, problem=f"'{_layout.ENTRY_FILE}' is missing.")
+    return IndexRow(mtime_ns=mtime_ns or 0, record=entry.record.to_json(), problem=None)
+
+
+def _info(store: Store, key: str, row: IndexRow) -> EntryInfo:
+    path = f"{store.root}/{_layout.ENTRIES_DIR}/{key[:2]}/{key}"
+    problem = row.problem
+    if problem is None and row.record is not None:
+        # Sizes change without touching entry.json (a truncated payload): check them here.
+        problem = size_problem(
+            path, ((f["path"], f["size"]) for f in row.record.get("files", ())), store.trust
+        )
+    return EntryInfo.make(key=key, path=pathlib.Path(path), raw=row.record, problem=problem)
+
+
+def size_problem(
+    path: str | pathlib.Path, files: Iterable[tuple[str, int]], trust: TrustPolicy | None = None
+) -> str | None:
+    """Why the payload files ``(name, size)`` in ``path`` are not as recorded (or, with
+    ``trust``, may have been written by someone untrusted), or None.
+
+    Runs per entry on every scan and lookup: f-strings and one ``os.lstat`` per file, no
+    pathlib objects. Only regular files count: a symlink, FIFO or device is a problem.
+    """
+    for name, expected in files:
+        try:
+            info = os.lstat(f"{path}/{name}")
+        except OSError:
+            return f"file '{name}' is missing."
+        if not stat.S_ISREG(info.st_mode):
+            return f"file '{name}' is not a regular file."
+        size = info.st_size
+        if trust is not None and (problem := trust.file_problem(name, info)):
+            return problem
+        if size != expected:
+            return f"file '{name}' has {size} bytes, not {expected}."
+    return None

@@ -1,0 +1,109 @@
+"""Opening a store: creating its folders when absent, checking its layout and its owners."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+
+from gtcache.errors import GtcacheError, NotAStoreError, StoreVersionError, UntrustedStoreError
+from gtcache.store import _files, _layout
+from gtcache.store._store import Store
+from gtcache.store._trust import StoreModes, TrustPolicy, check_store
+
+__all__ = ["open_store"]
+
+
+def open_store(
+    root: str | os.PathLike[str],
+    *,
+    index_dir: str | os.PathLike[str] | None = None,
+    create: bool = True,
+    read_only: bool = False,
+    trust: TrustPolicy | None = None,
+    allow_untrusted: bool = False,
+) -> Store:
+    """Open the store at ``root``, creating it when absent (or an empty folder) and ``create``.
+
+    Raises ``StoreVersionError`` for a store of another layout version and
+    ``NotAStoreError`` for a non-empty folder that is not a store. ``read_only``
+    opens an existing store that is never written (no index, counters, links, ledger).
+
+    The store (and its index) must pass the owner and permission checks of
+    ``trust`` (default: ``TrustPolicy.from_env()``, see ``gtcache.store._trust``),
+    else ``UntrustedStoreError``; with ``allow_untrusted`` (listings) it opens
+    anyway, read-only and without its index, with the reason in ``Store.trust_problem``.
+    Entries whose files fail the checks are broken either way.
+    """
+    path = pathlib.Path(root).expanduser().absolute()
+    layout = path / _layout.LAYOUT_FILE
+    if not layout.exists():
+        if not create or read_only:
+            raise GtcacheError(f"No gtcache store at '{path}'.")
+        _create(path)
+    _check_layout(path, layout)
+    trust = trust if trust is not None else TrustPolicy.from_env()
+    index = pathlib.Path(index_dir).expanduser().absolute() if index_dir else None
+    problem = None
+    try:
+        check_store(path, index, trust)
+    except UntrustedStoreError as error:
+        if not allow_untrusted:
+            raise
+        problem, read_only = str(error), True
+    writable = os.access(path, os.W_OK) and os.access(path / _layout.ENTRIES_DIR, os.W_OK)
+    return Store(
+        path, index_dir=index, read_only=read_only or not writable, trust=trust, trust_problem=problem,
+        modes=StoreModes.of_root(os.stat(path).st_mode),
+    )
+
+
+#: What a store (or one being created by another process right now) may hold.
+_STORE_NAMES = frozenset({
+    _layout.ENTRIES_DIR, _layout.TMP_DIR, _layout.TRASH_DIR, _layout.CACHEDIR_TAG, _layout.LAYOUT_FILE,
+    _layout.INDEX_DIR, _layout.DIRECT_DIR, _layout.QUARANTINE_DIR, _layout.LEDGER_DIR, _layout.LOCKS_DIR,
+    _layout.CONFIG_FILE,
+})
+
+
+def _foreign(path: pathlib.Path) -> bool:
+    """True if ``path`` holds anything a store (being created) would not."""
+    for name in os.listdir(path):
+        temp = name.startswith((f".{_layout.CACHEDIR_TAG}.tmp-", f".{_layout.LAYOUT_FILE}.tmp-"))
+        if name not in _STORE_NAMES and not temp:
+            return True
+    return False
+
+
+def _create(path: pathlib.Path) -> None:
+    # Another process may be creating the same store right now: its folders are no
+    # reason to refuse, and every step below is idempotent.
+    if path.exists() and (not path.is_dir() or _foreign(path)):
+        raise NotAStoreError(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        # The root's mode (umask, or what an admin set: 2775 for a group) is the store's.
+        modes = StoreModes.of_root(os.stat(path).st_mode)
+        for name in (_layout.ENTRIES_DIR, _layout.TMP_DIR, _layout.TRASH_DIR):
+            modes.make_folder(path / name)
+        tag = path / _layout.CACHEDIR_TAG
+        if not tag.exists():
+            _files.atomic_write_text(tag, _layout.CACHEDIR_TAG_TEXT, mode=modes.file)
+        layout_text = json.dumps(
+            {"format": _layout.LAYOUT_FORMAT, "layout_version": _layout.LAYOUT_VERSION}, indent=2
+        )
+        # Written last: a folder is a store once this file exists.
+        _files.atomic_write_text(path / _layout.LAYOUT_FILE, layout_text + "\n", mode=modes.file)
+    except OSError as error:
+        raise GtcacheError(f"Cannot create a store at '{path}': {error.strerror or error}.") from None
+
+
+def _check_layout(path: pathlib.Path, layout: pathlib.Path) -> None:
+    try:
+        data = json.loads(layout.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise GtcacheError(f"Cannot read '{layout}': {error}.") from None
+    if not isinstance(data, dict) or data.get("format") != _layout.LAYOUT_FORMAT:
+        raise NotAStoreError(path)
+    if data.get("layout_version") != _layout.LAYOUT_VERSION:
+        raise StoreVersionError(path, data.get("layout_version"), _layout.LAYOUT_VERSION)
