@@ -6,6 +6,7 @@ import click
 
 from gtcache import toolchain
 from gtcache.errors import GtcacheError
+from gtcache.policies.config import remote_urls
 from gtcache.remote import Remote, RemoteError, open_remote
 from gtcache.store import is_key
 from gtcache_cli import _complete
@@ -17,9 +18,9 @@ _REMOTE_HELP = "A remote URL (repeatable) [default: GTCACHE_REMOTE]; see docs/re
 
 def _remotes(obj: Context, urls: tuple[str, ...], *, writable: bool) -> list[Remote]:
     settings = obj.settings
-    chosen = urls or settings.remotes
+    chosen = urls or remote_urls(settings)[0]
     if not chosen:
-        raise GtcacheError("No remote: give --remote URL or set GTCACHE_REMOTE.")
+        raise GtcacheError("No remote: give --remote URL, set GTCACHE_REMOTE or [remote] urls in the store's gtcache.toml.")
     remotes = [open_remote(url, settings) for url in chosen]
     for remote in remotes:
         if (problem := remote.problem()) is not None:
@@ -27,7 +28,7 @@ def _remotes(obj: Context, urls: tuple[str, ...], *, writable: bool) -> list[Rem
     if writable:
         remotes = [r for r in remotes if r.writable] if not urls else remotes
         if not remotes:
-            raise RemoteError("No read-write remote in GTCACHE_REMOTE; add ?mode=read-write to a URL.")
+            raise RemoteError("No read-write remote (GTCACHE_REMOTE, gtcache.toml [remote]); add ?mode=read-write to a URL.")
         for remote in remotes:
             if not remote.writable:
                 raise RemoteError(f"Remote '{remote.name}' is read-only; add ?mode=read-write to its URL to push to it.")

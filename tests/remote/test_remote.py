@@ -257,7 +257,7 @@ def test_cli_errors_are_one_line(redis_server: str, tmp_path: pathlib.Path) -> N
     root = str(store.root)
     cases = [
         (["push", "--remote", redis_server], "is read-only; add ?mode=read-write"),
-        (["push"], "No remote: give --remote URL or set GTCACHE_REMOTE."),
+        (["push"], "No remote: give --remote URL, set GTCACHE_REMOTE"),
         (["push", "--remote", "ftp://example.org/x"], "is not a redis://"),
         (["push", "--remote", f"{redis_server}?mode=write"], "mode='write'"),
         (["pull", "--remote", redis_server, "f" * 32], "on none of the remotes"),
