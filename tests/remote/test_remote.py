@@ -61,23 +61,6 @@ def model_run(store: pathlib.Path, remote: str | None, tmp_path: pathlib.Path, *
     return result
 
 
-@pytest.fixture(params=["redis", "http"])
-def remote_url(request: pytest.FixtureRequest) -> str:
-    """The base URL of an empty remote of each kind (a Redis db flushed, a WebDAV folder emptied)."""
-    if request.param == "redis":
-        url: str = request.getfixturevalue("redis_server")
-        import redis
-
-        redis.Redis.from_url(url).flushdb()
-        return url
-    base, folder = request.getfixturevalue("nginx_server")
-    for child in folder.iterdir():
-        import shutil
-
-        shutil.rmtree(child)
-    return str(base)
-
-
 def test_fresh_store_hits_from_remote_and_compiles_nothing(remote_url: str, tmp_path: pathlib.Path) -> None:
     compiled = model_run(tmp_path / "ci", f"{remote_url}?mode=read-write", tmp_path)
     assert compiled["correct"] == [True]
@@ -261,7 +244,7 @@ def test_cli_errors_are_one_line(redis_server: str, tmp_path: pathlib.Path) -> N
         (["push", "--remote", "ftp://example.org/x"], "is not a redis://"),
         (["push", "--remote", f"{redis_server}?mode=write"], "mode='write'"),
         (["pull", "--remote", redis_server, "f" * 32], "on none of the remotes"),
-        (["pull", "--remote", f"http://127.0.0.1:{free_port()}/"], "cannot list"),
+        (["pull", "--remote", f"http://127.0.0.1:{free_port()}/"], "list failed: PROPFIND failed"),
         (["push", "--remote", f"redis://127.0.0.1:{free_port()}/?mode=read-write"], "failed"),
         (["push", "--force", "--remote", f"{redis_server}?mode=read-write&max_size=100"], "over the 100-byte limit"),
         (["push", "--remote", f"{redis_server}?timeout=-1"], "timeout='-1', not a number > 0"),
