@@ -184,3 +184,49 @@ def silent_server() -> Iterator[SilentServer]:
         yield server
     finally:
         server.close()
+
+
+class SlowProxy:
+    """A loopback TCP proxy to ``upstream`` that forwards what clients send slowly (``rate``
+    bytes per second; answers go back at once) and counts it: a slow link to a remote."""
+
+    def __init__(self, upstream: tuple[str, int], rate: int = 256 << 10):
+        self.upstream = upstream
+        self.rate = rate
+        self.uploaded = 0
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = int(self.sock.getsockname()[1])
+        self._lock = threading.Lock()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            threading.Thread(target=self._pipe, args=(client, server, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, False), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, target: socket.socket, slow: bool) -> None:
+        chunk = max(1, self.rate // 20) if slow else 65536
+        try:
+            while data := source.recv(chunk):
+                target.sendall(data)
+                if slow:
+                    with self._lock:
+                        self.uploaded += len(data)
+                    time.sleep(len(data) / self.rate)
+        except OSError:
+            pass
+        finally:  # one side gone (a killed client): the other connection goes too, unfinished
+            for end in (source, target):
+                with contextlib.suppress(OSError):
+                    end.close()
+
+    def close(self) -> None:
+        self.sock.close()
