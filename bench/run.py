@@ -8,8 +8,9 @@ For each program and backend, in fresh processes (median of ``BENCH_REPEATS``):
 - gtcache hit: ``GTCACHE_DIR`` set, the variant in the store;
 - floor: gt4py's ``backend.load_artifact`` of the stored artifact, nothing else.
 
-Plus the start-up cost of the ``.pth`` hook and a process warm-starting 50
-variants. Writes the tables to docs/benchmarks.md and prints them.
+Plus the start-up cost of the ``.pth`` hook, a process warm-starting 50 variants,
+store operations at scale, warm throughput, and remote hits against local hits and
+compiles (``bench/remote.py``; it starts redis-server and nginx on loopback ports). Writes the tables to docs/benchmarks.md and prints them.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
+import remote as remote_bench  # noqa: E402
 import scale  # noqa: E402
 import warm as warm_bench  # noqa: E402
 CHILD = ROOT / "bench" / "_child.py"
@@ -221,6 +223,24 @@ def render_warm(rows: list[str]) -> str:
     ])
 
 
+def render_remote(rows: list[str]) -> str:
+    return "\n".join([
+        "",
+        "## Remote tiers",
+        "",
+        "Milliseconds of the first call in a fresh process (medians of the repeats; compile:",
+        "one run, empty store and gt4py build cache). A remote hit starts from an empty local",
+        "store: it fetches the signed entry from a server on this machine (loopback), verifies",
+        "it, publishes it into the store and loads it from there; the next process hits",
+        "locally (`bench/remote.py`, [Remote tiers](remote.md)). Much of a remote hit is",
+        "importing the client library (`redis`, `httpx`: some 0.3-0.6 s on a busy 2-core",
+        "machine), paid once per process, not per variant.",
+        "",
+        *rows,
+        "",
+    ])
+
+
 def _target(name: str, measured: str, met: bool) -> str:
     return f"| {name} | {measured} | {'yes' if met else '**no**'} |"
 
@@ -250,7 +270,10 @@ def main() -> None:
         print("measuring store operations at scale ...", flush=True)
         scale_rows = scale.main()
         print("measuring gtcache warm ...", flush=True)
-        text = render(rows, start, many) + render_scale(scale_rows) + render_warm(warm_bench.main())
+        warm_rows = warm_bench.main()
+        print("measuring remote tiers ...", flush=True)
+        remote_rows = remote_bench.main(child, [p for p, _ in PROGRAMS], BACKENDS)
+        text = render(rows, start, many) + render_scale(scale_rows) + render_warm(warm_rows) + render_remote(remote_rows)
         (ROOT / "docs" / "benchmarks.md").write_text(text)
         print(text)
     finally:
