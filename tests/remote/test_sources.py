@@ -78,3 +78,20 @@ def test_install_checks_its_remote_argument() -> None:
         gtcache.install(remote="ftp://example.org/x")
     with pytest.raises(GtcacheError, match="takes a URL or a list of URLs"):
         gtcache.install(remote=[1])  # type: ignore[list-item]
+
+
+def test_doctor_and_push_read_the_file(redis_server: str, tmp_path: pathlib.Path) -> None:
+    from tests.helpers import publish
+    from tests.remote.test_remote import gtcache_cli
+
+    store = gtcache.open_store(tmp_path / "store")
+    publish(store, "alpha")
+    _write_toml(store.root, [f"{redis_server}?mode=read-write"])
+    code, out = gtcache_cli("--cache-dir", str(store.root), "doctor", env={"GTCACHE_REMOTE": None})  # type: ignore[dict-item]
+    remotes = [line for line in out.splitlines() if line.startswith("Remote:")]
+    assert len(remotes) == 1 and remotes[0].endswith("(read-write)  answers"), out
+    code, out = gtcache_cli("--cache-dir", str(store.root), "push", env={"GTCACHE_REMOTE": None})  # type: ignore[dict-item]
+    assert code == 0 and out.startswith("Pushed 1 entry to"), out
+    # GTCACHE_REMOTE set empty: no remote, whatever the file says.
+    code, out = gtcache_cli("--cache-dir", str(store.root), "push", env={"GTCACHE_REMOTE": ""})
+    assert code == 1 and "No remote" in out, out
