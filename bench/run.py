@@ -8,9 +8,11 @@ For each program and backend, in fresh processes (median of ``BENCH_REPEATS``):
 - gtcache hit: ``GTCACHE_DIR`` set, the variant in the store;
 - floor: gt4py's ``backend.load_artifact`` of the stored artifact, nothing else.
 
-Plus the start-up cost of the ``.pth`` hook, a process warm-starting 50
-variants, store operations at scale, ``gtcache warm`` and GPU variants
-(``bench/gpu.py``). Writes the tables to docs/benchmarks.md and prints them.
+Plus the start-up cost of the ``.pth`` hook, a process warm-starting many variants,
+store operations at scale, warm throughput, remote hits against local hits and
+compiles (``bench/remote.py``; it starts redis-server and nginx on loopback ports)
+and GPU variants warmed without a GPU (``bench/gpu.py``). Writes the tables to
+docs/benchmarks.md and prints them.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 import gpu as gpu_bench  # noqa: E402
+import remote as remote_bench  # noqa: E402
 import scale  # noqa: E402
 import warm as warm_bench  # noqa: E402
 CHILD = ROOT / "bench" / "_child.py"
@@ -238,6 +241,24 @@ def render_gpu(rows: list[str]) -> str:
     ])
 
 
+def render_remote(rows: list[str]) -> str:
+    return "\n".join([
+        "",
+        "## Remote tiers",
+        "",
+        "Milliseconds of the first call in a fresh process (medians of the repeats; compile:",
+        "one run, empty store and gt4py build cache). A remote hit starts from an empty local",
+        "store: it fetches the signed entry from a server on this machine (loopback), verifies",
+        "it, publishes it into the store and loads it from there; the next process hits",
+        "locally (`bench/remote.py`, [Remote tiers](remote.md)). Much of a remote hit is",
+        "importing the client library (`redis`, `httpx`: some 0.3-0.6 s on a busy 2-core",
+        "machine), paid once per process, not per variant.",
+        "",
+        *rows,
+        "",
+    ])
+
+
 def _target(name: str, measured: str, met: bool) -> str:
     return f"| {name} | {measured} | {'yes' if met else '**no**'} |"
 
@@ -268,8 +289,14 @@ def main() -> None:
         scale_rows = scale.main()
         print("measuring gtcache warm ...", flush=True)
         warm_rows = warm_bench.main()
+        print("measuring remote tiers ...", flush=True)
+        # the smallest and the largest program: the remote's share does not depend on the middle one
+        remote_programs = [p for p, _ in PROGRAMS if p in ("axpy", "diffuse_vn")] or [PROGRAMS[0][0]]
+        remote_rows = remote_bench.main(child, remote_programs, BACKENDS)
         print("measuring GPU variants (nvcc, no device) ...", flush=True)
-        text = render(rows, start, many) + render_scale(scale_rows) + render_warm(warm_rows) + render_gpu(gpu_bench.main())
+        gpu_rows = gpu_bench.main()
+        text = (render(rows, start, many) + render_scale(scale_rows) + render_warm(warm_rows)
+                + render_remote(remote_rows) + render_gpu(gpu_rows))
         (ROOT / "docs" / "benchmarks.md").write_text(text)
         print(text)
     finally:

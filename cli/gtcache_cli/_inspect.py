@@ -49,18 +49,26 @@ _SORT_KEYS: dict[str, Callable[[gtcache.EntryInfo], Any]] = {
 @click.option("--sort", type=click.Choice(list(_SORT_KEYS)), default="program", show_default=True,
               help="Order of the rows; every key but 'program' sorts descending.")
 @click.option("--long", "-l", "long", is_flag=True, help="Program names with their module (as --json has them).")
+@click.option("--remote", "remote_url", metavar="URL",
+              help="List what this remote holds instead (Redis, WebDAV; not plain HTTP); see docs/remote.md.")
 @json_option
 @pass_context
 def ls_command(
     obj: Context, program_glob: str | None, backend_glob: str | None, broken: bool, sort: str, long: bool,
-    as_json: bool,
+    remote_url: str | None, as_json: bool,
 ) -> None:
     """List the entries of the store (broken ones included, marked).
 
     The table fits the terminal (or COLUMNS): KEY, PROGRAM and BACKEND always, then
     STATUS, SIZE, LAST USED, HITS and COMPILE as the width allows. Programs show without
     their module unless --long (or two of one name are listed); times are relative.
+
+    With --remote URL: the entries a remote holds (KEY, PROGRAM, BACKEND, SIZE, CREATED,
+    PUSHED, as far as it knows); a remote whose protocol cannot list is an error.
     """
+    if remote_url is not None:
+        _ls_remote(obj, remote_url, program_glob, backend_glob, broken=broken, sort=sort, as_json=as_json)
+        return
     scan = obj.store(inspect=True).scan()
     entries = [
         e
@@ -70,6 +78,40 @@ def ls_command(
     entries.sort(key=_SORT_KEYS[sort], reverse=sort != "program")
     emit([e.to_json() for e in entries], as_json, lambda: _render.entries_table(
         entries, root=scan.root, all_keys=[e.key for e in scan.entries], long=long))
+
+
+def _ls_remote(
+    obj: Context, url: str, program_glob: str | None, backend_glob: str | None, *, broken: bool, sort: str,
+    as_json: bool,
+) -> None:
+    import fnmatch
+
+    from gtcache.remote import RemoteError, open_remote
+
+    if broken:
+        raise click.UsageError("--broken lists broken entries of the store; a remote holds none (no --remote).")
+    if sort not in ("program", "size", "created"):
+        raise click.UsageError(f"--sort {sort} is not known of a remote's entries; sort by program, size or created.")
+    remote = open_remote(url, obj.settings)
+    if (problem := remote.problem()) is not None:
+        raise RemoteError(f"Remote '{remote.name}' is not used: {problem}.")
+    try:
+        listed = remote.listing()
+    finally:
+        remote.close()
+    if listed is None:
+        raise RemoteError(f"Remote '{remote.name}' cannot list what it holds: its protocol has no listing"
+                          " (plain HTTP; Redis and WebDAV can); 'gtcache pull KEY' fetches by key.")
+    entries = [e for e in listed
+               if (program_glob is None or fnmatch.fnmatchcase(e.program or "", program_glob)
+                   or fnmatch.fnmatchcase((e.program or "").rpartition(".")[2], program_glob))
+               and (backend_glob is None or fnmatch.fnmatchcase(e.backend or "", backend_glob))]
+    order: dict[str, Callable[[Any], Any]] = {
+        "program": lambda e: (e.program or "", e.backend or "", e.key),
+        "size": lambda e: e.size or 0, "created": lambda e: e.created or "",
+    }
+    entries.sort(key=order[sort], reverse=sort != "program")
+    emit([e.to_json() for e in entries], as_json, lambda: _render.remote_table(entries, name=remote.name))
 
 
 @click.command(name="info", epilog=EXIT_CODES_HELP)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from gtcache import toolchain
 from gtcache.errors import GtcacheError
+from gtcache.policies.config import remote_urls
 from gtcache.remote import Remote, RemoteError, open_remote
-from gtcache.store import is_key
+from gtcache.store import Store, is_key
 from gtcache_cli import _complete
 from gtcache_cli._common import EXIT_CODES_HELP, Context, emit, json_option, pass_context, resolve
 from gtcache_cli._text import escape, plural
@@ -17,9 +20,9 @@ _REMOTE_HELP = "A remote URL (repeatable) [default: GTCACHE_REMOTE]; see docs/re
 
 def _remotes(obj: Context, urls: tuple[str, ...], *, writable: bool) -> list[Remote]:
     settings = obj.settings
-    chosen = urls or settings.remotes
+    chosen = urls or remote_urls(settings)[0]
     if not chosen:
-        raise GtcacheError("No remote: give --remote URL or set GTCACHE_REMOTE.")
+        raise GtcacheError("No remote: give --remote URL, set GTCACHE_REMOTE or [remote] urls in the store's gtcache.toml.")
     remotes = [open_remote(url, settings) for url in chosen]
     for remote in remotes:
         if (problem := remote.problem()) is not None:
@@ -27,7 +30,7 @@ def _remotes(obj: Context, urls: tuple[str, ...], *, writable: bool) -> list[Rem
     if writable:
         remotes = [r for r in remotes if r.writable] if not urls else remotes
         if not remotes:
-            raise RemoteError("No read-write remote in GTCACHE_REMOTE; add ?mode=read-write to a URL.")
+            raise RemoteError("No read-write remote (GTCACHE_REMOTE, gtcache.toml [remote]); add ?mode=read-write to a URL.")
         for remote in remotes:
             if not remote.writable:
                 raise RemoteError(f"Remote '{remote.name}' is read-only; add ?mode=read-write to its URL to push to it.")
@@ -53,21 +56,42 @@ def push_command(obj: Context, queries: tuple[str, ...], urls: tuple[str, ...], 
         keys = sorted({e.key for q in queries for e in resolve(store, q, scan)})
     else:
         keys = sorted(e.key for e in scan.entries if e.problem is None)
-    results: list[dict[str, str | list[str]]] = []
+    results = push_keys(store, remotes, keys, force=force)
+    emit(results, as_json, lambda: render_pushed(results))
+
+
+def writable_remotes(obj: Context, command: str) -> list[Remote]:
+    """The read-write remotes configured for the store (``GTCACHE_REMOTE``, ``[remote]``), each
+    usable; ``RemoteError`` saying how to configure one when there is none."""
+    remotes = [r for r in (open_remote(url, obj.settings) for url in remote_urls(obj.settings)[0]) if r.writable]
+    if not remotes:
+        raise RemoteError(f"{command}: no read-write remote to push to; name one with ?mode=read-write in"
+                          " GTCACHE_REMOTE or in [remote] urls of the store's gtcache.toml.")
+    for remote in remotes:
+        if (problem := remote.problem()) is not None:
+            raise RemoteError(f"Remote '{remote.name}' is not used: {problem}.")
+    return remotes
+
+
+def push_keys(store: Store, remotes: list[Remote], keys: list[str], *, force: bool = False) -> list[dict[str, Any]]:
+    """Push entries ``keys`` of ``store`` to each of ``remotes``: what each got and had already."""
+    results: list[dict[str, Any]] = []
     for remote in remotes:
         pushed: list[str] = []
         existing: list[str] = []
-        for key in keys:
-            (pushed if remote.push(store, key, force=force) else existing).append(key)
-        remote.close()
+        try:
+            for key in keys:
+                (pushed if remote.push(store, key, force=force) else existing).append(key)
+        finally:
+            remote.close()
         results.append({"remote": remote.name, "pushed": pushed, "existing": existing})
+    return results
 
-    def render() -> None:
-        for result in results:
-            click.echo(f"Pushed {plural(len(result['pushed']), 'entry', 'entries')} to '{escape(str(result['remote']))}'"
-                       f" ({len(result['existing'])} there already).")
 
-    emit(results, as_json, render)
+def render_pushed(results: list[dict[str, Any]]) -> None:
+    for result in results:
+        click.echo(f"Pushed {plural(len(result['pushed']), 'entry', 'entries')} to '{escape(str(result['remote']))}'"
+                   f" ({len(result['existing'])} there already).")
 
 
 @click.command(name="pull", epilog=EXIT_CODES_HELP)

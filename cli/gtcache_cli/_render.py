@@ -81,6 +81,38 @@ def entries_table(
                    f" in '{_text.escape(str(root))}'.", markup=False)
 
 
+_REMOTE_COLUMNS = (
+    _text.Column("KEY"), _text.Column("PROGRAM", wrap=True), _text.Column("BACKEND"),
+    _text.Column("SIZE", "right", drop_rank=2), _text.Column("CREATED", drop_rank=3),
+    _text.Column("PUSHED", drop_rank=1),
+)
+
+
+def remote_table(entries: Sequence[Any], *, name: str) -> None:
+    """``ls --remote``: KEY, PROGRAM, BACKEND; SIZE (of the signed object), CREATED (compiled)
+    and PUSHED (last written) as the width allows; ``?`` where the remote does not say."""
+    if not entries:
+        _console.print(f"No entries on '{_text.escape(name)}'.", markup=False)
+        return
+    width = _text.console().width
+    keys = [e.key for e in entries]
+    for room in (True, False):
+        digits = _text.key_digits(keys, room=room)
+        rows = [
+            [Text(e.key[:digits]), Text(_text.escape(e.program or "?")), Text(_text.escape(e.backend or "?")),
+             Text(gtcache.format_size(e.size) if e.size is not None else "?"),
+             Text(_when(e.created) if e.created else "?"), Text(_when(e.modified) if e.modified else "?")]
+            for e in entries
+        ]
+        table, fits = _text.fit_table(_REMOTE_COLUMNS, rows, width)
+        if fits:
+            break
+    _console.print(table)
+    total = sum(e.size or 0 for e in entries)
+    _console.print(f"{_text.plural(len(entries), 'entry', 'entries')}, {gtcache.format_size(total)}"
+                   f" on '{_text.escape(name)}'.", markup=False)
+
+
 def info_json(entry: gtcache.EntryInfo) -> dict[str, Any]:
     data = entry.to_json()
     data["record"] = entry.record.to_json() if entry.record is not None else None

@@ -7,7 +7,8 @@ import sys
 
 import click
 
-from gtcache_cli import _render
+from gtcache.errors import GtcacheError
+from gtcache_cli import _remote, _render
 from gtcache_cli._common import (
     EXIT_CODES_HELP,
     Context,
@@ -38,12 +39,14 @@ from gtcache_cli._common import (
               help="Give up on a variant after this long (e.g. 30m, 1h30m).")
 @click.option("--scheduler", metavar="ADDRESS", help="Run the jobs on this dask.distributed scheduler.")
 @click.option("--dry-run", "-n", is_flag=True, help="List the variants and their keys; compile nothing.")
+@click.option("--push", is_flag=True,
+              help="Then push the plan's entries (compiled or cached) to the read-write remotes (docs/remote.md).")
 @json_option
 @pass_context
 def warm_command(
     obj: Context, modules: tuple[str, ...], manifests: tuple[pathlib.Path, ...], from_ledger: bool,
     backends: tuple[str, ...], grid: str | None, device: str, archs: tuple[str, ...], jobs: int | None, max_memory: int | None,
-    memory_per_job: int, timeout: float | None, scheduler: str | None, dry_run: bool, as_json: bool,
+    memory_per_job: int, timeout: float | None, scheduler: str | None, dry_run: bool, push: bool, as_json: bool,
 ) -> None:
     """Compile program variants into the store before they are needed (CI, model set-up).
 
@@ -51,8 +54,14 @@ def warm_command(
     --from-ledger. Each distinct variant compiles once, in a worker process of its own;
     stored ones are skipped. GPU variants compile once per --arch (or manifest 'archs'),
     on a machine without a GPU too (the toolkit is needed). Exit 1 when any variant failed.
+
+    --push (CI): then upload the plan's entries, compiled now or found stored, to every
+    read-write remote of GTCACHE_REMOTE / the store's gtcache.toml; none is an error
+    before anything compiles. With --dry-run nothing is pushed.
     """
     from gtcache import warm
+
+    remotes = _remote.writable_remotes(obj, "warm --push") if push else []
 
     # A manifest or module that does not check out is a SpecError: a usage error (exit 2).
     store = obj.store(create=True)
@@ -80,7 +89,21 @@ def warm_command(
     with _render.WarmProgress(total=missing, enabled=not as_json and sys.stdout.isatty()) as progress:
         report = warm.warm(planned, store, jobs=effective, timeout=timeout, scheduler=scheduler,
                            on_done=progress.done if not as_json else lambda _: None)
-    emit(report.to_json(), as_json, lambda: _render.warm_report(report))
+    if not remotes:
+        emit(report.to_json(), as_json, lambda: _render.warm_report(report))
+    else:  # the report first, then the pushes (a remote that fails is an error after the report)
+        keys = sorted({r.key for r in report.results if r.key is not None and r.status in ("compiled", "cached")})
+        try:
+            pushed = _remote.push_keys(store, remotes, keys)
+        except GtcacheError as error:
+            emit(report.to_json(), as_json, lambda: _render.warm_report(report))
+            raise GtcacheError(f"warm --push: {error}") from None
+
+        def render() -> None:
+            _render.warm_report(report)
+            _remote.render_pushed(pushed)
+
+        emit({**report.to_json(), "pushed": pushed}, as_json, render)
     if not report.ok:
         raise SystemExit(1)
 

@@ -263,7 +263,8 @@ def _settings_report(settings: Settings, env: Mapping[str, str]) -> tuple[Settin
         settings_module.ENV_REPORT: _on(settings.report),
         settings_module.ENV_CUDA_ARCH: settings.cuda_arch or "(unset: cupy's device, else CUDAARCHS)",
         settings_module.ENV_HIP_ARCH: settings.hip_arch or "(unset: cupy's device, else HIPARCHS)",
-        settings_module.ENV_REMOTE: " ".join(_redact(url) for url in settings.remotes) or "(none)",
+        settings_module.ENV_REMOTE: " ".join(_redact(url) for url in settings.remotes)
+        or ("(set empty: no remote)" if settings.remotes_given else "(none, or the store's gtcache.toml [remote])"),
     }
     for name in _OTHER_SETTINGS:
         limit = name in ("GTCACHE_MAX_SIZE", "GTCACHE_MAX_FILES")
@@ -356,16 +357,21 @@ def _store_report(settings: Settings) -> StoreReport:
 
 def _remotes(settings: Settings) -> tuple[RemoteReport, ...]:
     """Each remote, pinged once (a remote that is down costs its connect timeout here)."""
+    from gtcache.policies.config import remote_urls
     from gtcache.remote import RemoteError, open_remote
 
-    if not settings.remotes:
+    try:
+        urls, _ = remote_urls(settings)
+    except GtcacheError as error:
+        return (RemoteReport("gtcache.toml [remote]", "?", False, f"Not used: {error}"),)
+    if not urls:
         return ()
     try:
         settings.bundle_trust()
     except GtcacheError as error:
-        return tuple(RemoteReport(_redact(url), "?", False, f"Not used: {error}") for url in settings.remotes)
+        return tuple(RemoteReport(_redact(url), "?", False, f"Not used: {error}") for url in urls)
     reports = []
-    for url in settings.remotes:
+    for url in urls:
         try:
             remote = open_remote(url, settings)
         except RemoteError as error:

@@ -18,7 +18,7 @@ from gtcache import _env
 from gtcache.errors import GtcacheError
 
 __all__ = [
-    "BundleTrust", "Settings", "bundle_mtime", "bundle_trust", "declared_gpu_arch", "switch", "trusted_from_env",
+    "BundleTrust", "Settings", "bundle_mtime", "bundle_trust", "declared_gpu_arch", "split_remotes", "switch", "trusted_from_env",
 ]
 
 #: Environment variables gtcache reads (documented in docs/configuration.md).
@@ -105,6 +105,10 @@ class Settings:
     #: ``GTCACHE_REMOTE``: remote tier URLs, tried in order after the stores (separated by
     #: spaces or commas; parsed by ``gtcache.remote.parse_remote``). Hidden: they may hold passwords.
     remotes: tuple[str, ...] = dataclasses.field(default=(), repr=False)
+    #: Whether ``remotes`` were given (``GTCACHE_REMOTE`` set, even empty, or
+    #: ``install(remote=...)``): then they win over ``[remote]`` in the store's ``gtcache.toml``
+    #: (``gtcache.policies.remote_urls`` decides).
+    remotes_given: bool = False
     #: ``GTCACHE_REMOTE_TOKEN`` (HTTP bearer token) and ``GTCACHE_REMOTE_USER`` /
     #: ``GTCACHE_REMOTE_PASSWORD`` (HTTP basic auth, or the Redis login): never shown.
     remote_token: str | None = dataclasses.field(default=None, repr=False)
@@ -172,11 +176,17 @@ class Settings:
             source_date_epoch=env.get(ENV_SOURCE_DATE_EPOCH, ""),
             cuda_arch=declared_gpu_arch("CUDA", env),
             hip_arch=declared_gpu_arch("ROCM", env),
-            remotes=tuple(u for u in re.split(r"[\s,]+", env.get(ENV_REMOTE, "")) if u),
+            remotes=split_remotes(env.get(ENV_REMOTE, "")),
+            remotes_given=ENV_REMOTE in env,
             remote_token=env.get(ENV_REMOTE_TOKEN) or None,
             remote_user=env.get(ENV_REMOTE_USER) or None,
             remote_password=env.get(ENV_REMOTE_PASSWORD) or None,
         )
+
+
+def split_remotes(text: str) -> tuple[str, ...]:
+    """The URLs of a ``GTCACHE_REMOTE`` value (separated by spaces or commas)."""
+    return tuple(u for u in re.split(r"[\s,]+", text) if u)
 
 
 def switch(name: str, env: Mapping[str, str] | None = None) -> bool:

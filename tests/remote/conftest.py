@@ -21,6 +21,7 @@ import pytest
 
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
 REDIS = shutil.which("redis-server")
+DAV_EXT = pathlib.Path("/usr/lib/nginx/modules/ngx_http_dav_ext_module.so")
 
 
 def free_port() -> int:
@@ -71,8 +72,10 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def nginx_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, pathlib.Path]]:
-    """(``http://127.0.0.1:PORT/cache``, the folder nginx serves) of an nginx with WebDAV PUT;
-    its access log is ``<folder>/../../access.log``."""
+    """(``http://127.0.0.1:PORT/cache``, the folder nginx serves) of an nginx with WebDAV PUT and,
+    with the dav-ext module, PROPFIND; its access log is ``<folder>/../../access.log``.
+    ``/plain/`` on the same port answers GET/HEAD/PUT only (no listing), ``/private/`` wants
+    the bearer token ``s3cret-token``."""
     if NGINX is None:
         pytest.skip("nginx is not installed (scripts/test-servers installs it)")
     folder = tmp_path_factory.mktemp("nginx")
@@ -81,7 +84,11 @@ def nginx_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
     port = free_port()
     user = "user root;" if os.getuid() == 0 else ""
     conf = folder / "nginx.conf"
+    load = f"load_module {DAV_EXT};" if DAV_EXT.exists() else ""
+    propfind = "dav_ext_methods PROPFIND OPTIONS;" if DAV_EXT.exists() else ""
+    (root / "plain").mkdir()
     conf.write_text(f"""
+{load}
 {user}
 daemon off;
 worker_processes 1;
@@ -101,8 +108,13 @@ http {{
         root {root};
         location /cache/ {{
             dav_methods PUT DELETE MKCOL;
+            {propfind}
             create_full_put_path on;
             dav_access user:rw group:r all:r;
+        }}
+        location /plain/ {{
+            dav_methods PUT;
+            create_full_put_path on;
         }}
         location /private/ {{
             if ($http_authorization != "Bearer s3cret-token") {{ return 401; }}
@@ -119,6 +131,21 @@ http {{
         yield f"http://127.0.0.1:{port}/cache", root / "cache"
     finally:
         _stop(proc)
+
+
+@pytest.fixture(params=["redis", "http"])
+def remote_url(request: pytest.FixtureRequest) -> str:
+    """The base URL of an empty remote of each kind (a Redis db flushed, a WebDAV folder emptied)."""
+    if request.param == "redis":
+        url: str = request.getfixturevalue("redis_server")
+        import redis
+
+        redis.Redis.from_url(url).flushdb()
+        return url
+    base, folder = request.getfixturevalue("nginx_server")
+    for child in folder.iterdir():
+        shutil.rmtree(child)
+    return str(base)
 
 
 class SilentServer:
@@ -157,3 +184,49 @@ def silent_server() -> Iterator[SilentServer]:
         yield server
     finally:
         server.close()
+
+
+class SlowProxy:
+    """A loopback TCP proxy to ``upstream`` that forwards what clients send slowly (``rate``
+    bytes per second; answers go back at once) and counts it: a slow link to a remote."""
+
+    def __init__(self, upstream: tuple[str, int], rate: int = 256 << 10):
+        self.upstream = upstream
+        self.rate = rate
+        self.uploaded = 0
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = int(self.sock.getsockname()[1])
+        self._lock = threading.Lock()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            threading.Thread(target=self._pipe, args=(client, server, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, False), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, target: socket.socket, slow: bool) -> None:
+        chunk = max(1, self.rate // 20) if slow else 65536
+        try:
+            while data := source.recv(chunk):
+                target.sendall(data)
+                if slow:
+                    with self._lock:
+                        self.uploaded += len(data)
+                    time.sleep(len(data) / self.rate)
+        except OSError:
+            pass
+        finally:  # one side gone (a killed client): the other connection goes too, unfinished
+            for end in (source, target):
+                with contextlib.suppress(OSError):
+                    end.close()
+
+    def close(self) -> None:
+        self.sock.close()

@@ -6,12 +6,17 @@ CI job's is; the roundtrip backend keeps the compiles cheap.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import pathlib
+import socket
 import subprocess
 import sys
+import threading
+import time
+import urllib.parse
 from typing import Any
 
 import pytest
@@ -59,23 +64,6 @@ def model_run(store: pathlib.Path, remote: str | None, tmp_path: pathlib.Path, *
         environment["GTCACHE_BUNDLE_KEY"] = key
     result: dict[str, Any] = json.loads(run_python(MODEL_RUN, *(examples or ("axpy",)), env=environment).splitlines()[-1])
     return result
-
-
-@pytest.fixture(params=["redis", "http"])
-def remote_url(request: pytest.FixtureRequest) -> str:
-    """The base URL of an empty remote of each kind (a Redis db flushed, a WebDAV folder emptied)."""
-    if request.param == "redis":
-        url: str = request.getfixturevalue("redis_server")
-        import redis
-
-        redis.Redis.from_url(url).flushdb()
-        return url
-    base, folder = request.getfixturevalue("nginx_server")
-    for child in folder.iterdir():
-        import shutil
-
-        shutil.rmtree(child)
-    return str(base)
 
 
 def test_fresh_store_hits_from_remote_and_compiles_nothing(remote_url: str, tmp_path: pathlib.Path) -> None:
@@ -161,28 +149,76 @@ def _direct_keys(store: pathlib.Path) -> list[str]:
     return sorted(p.name.removesuffix(".json") for p in (store / "direct").rglob("*") if p.is_file())
 
 
+class _RedisMonitor:
+    """The commands a Redis server runs (``MONITOR`` on a connection of its own)."""
+
+    def __init__(self, url: str):
+        parts = urllib.parse.urlsplit(url)
+        self.sock = socket.create_connection((parts.hostname, parts.port))
+        self.sock.sendall(b"MONITOR\r\n")
+        self.data = bytearray()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        with contextlib.suppress(OSError):
+            while chunk := self.sock.recv(65536):
+                self.data += chunk
+
+    def count(self, command: str) -> int:
+        return self.data.decode(errors="replace").count(command)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+RANKS = 8
+
+
+@pytest.mark.parametrize("server", ["http", "redis"])
 def test_processes_missing_one_key_download_it_once_per_store(
-    nginx_server: tuple[str, pathlib.Path], tmp_path: pathlib.Path
+    server: str, request: pytest.FixtureRequest, tmp_path: pathlib.Path
 ) -> None:
-    base, folder = nginx_server
+    """8 ranks on one empty store miss one key at once: the entry is downloaded once (the
+    server says so: nginx's access log, Redis's MONITOR), every rank hits."""
+    if server == "http":
+        base, folder = request.getfixturevalue("nginx_server")
+        log = folder.parents[1] / "access.log"
+    else:
+        base = request.getfixturevalue("redis_server")
+        import redis
+
+        redis.Redis.from_url(base).flushdb()
     compiled = model_run(tmp_path / "ci", f"{base}?mode=read-write", tmp_path)
     key = compiled["outcomes"][0]["key"]
-    log = folder.parents[1] / "access.log"
 
-    def downloads() -> int:
-        return sum(f"GET /cache/v1/entries/{key}.tar.gz" in line for line in log.read_text().splitlines())
+    if server == "http":
+        def downloads() -> int:
+            return sum(f"GET /cache/v1/entries/{key}.tar.gz" in line for line in log.read_text().splitlines())
+        before = downloads()
+    else:
+        monitor = _RedisMonitor(base)
+        time.sleep(0.2)
+        before = 0
 
-    before = downloads()
+        def downloads() -> int:
+            time.sleep(0.5)  # MONITOR's output lags the commands a little
+            return monitor.count(f'"GET" "gtcache/v1/entries/{key}.tar.gz"')
+
     env = {**os.environ, "GTCACHE_DIR": str(tmp_path / "node"), "GTCACHE_REMOTE": base, "GTCACHE_BUNDLE_KEY": KEY,
            **without_gt4py_build_cache(tmp_path / "gt4py-node")}
     ranks = [subprocess.Popen([sys.executable, "-c", MODEL_RUN, "axpy"], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+                              stderr=subprocess.PIPE, text=True) for _ in range(RANKS)]
     for rank in ranks:
         out, err = rank.communicate(timeout=600)
         assert rank.returncode == 0, err
         result = json.loads(out.splitlines()[-1])
         assert result["correct"] == [True] and [o["status"] for o in result["outcomes"]] == ["hit"], result
-    assert downloads() - before == 1
+    try:
+        assert downloads() - before == 1
+    finally:
+        if server == "redis":
+            monitor.close()
 
 
 @pytest.mark.parametrize("scheme", ["redis", "http"])
@@ -257,11 +293,11 @@ def test_cli_errors_are_one_line(redis_server: str, tmp_path: pathlib.Path) -> N
     root = str(store.root)
     cases = [
         (["push", "--remote", redis_server], "is read-only; add ?mode=read-write"),
-        (["push"], "No remote: give --remote URL or set GTCACHE_REMOTE."),
+        (["push"], "No remote: give --remote URL, set GTCACHE_REMOTE"),
         (["push", "--remote", "ftp://example.org/x"], "is not a redis://"),
         (["push", "--remote", f"{redis_server}?mode=write"], "mode='write'"),
         (["pull", "--remote", redis_server, "f" * 32], "on none of the remotes"),
-        (["pull", "--remote", f"http://127.0.0.1:{free_port()}/"], "cannot list"),
+        (["pull", "--remote", f"http://127.0.0.1:{free_port()}/"], "list failed: PROPFIND failed"),
         (["push", "--remote", f"redis://127.0.0.1:{free_port()}/?mode=read-write"], "failed"),
         (["push", "--force", "--remote", f"{redis_server}?mode=read-write&max_size=100"], "over the 100-byte limit"),
         (["push", "--remote", f"{redis_server}?timeout=-1"], "timeout='-1', not a number > 0"),

@@ -133,6 +133,9 @@ class Hook:
         self.promote = promote
         #: Remote tiers tried after ``store`` and ``tiers`` (a hit is copied into ``store``).
         self.remote: RemoteTiers | None = None
+        #: Resolves ``remote`` when a miss first needs it (the store's ``gtcache.toml`` may
+        #: name remotes: reading it is not a hit's work). See ``remote_tiers``.
+        self.remote_from: Callable[[], RemoteTiers | None] | None = None
         self.serial = serial
         self.self_check = self_check
         self.limits = limits
@@ -350,11 +353,24 @@ class Hook:
                 finally:
                     self.opener = None
 
+    def remote_tiers(self) -> RemoteTiers | None:
+        """The remote tiers (opened at the first call that needs them), or None."""
+        if self.remote_from is not None:
+            with self._open_lock:
+                if self.remote_from is not None:
+                    try:
+                        self.remote = self.remote_from()
+                    except Exception as error:  # a cache problem never breaks the program
+                        self.warn_once(f"no remote used: {error}", "compiling without remotes")
+                    finally:
+                        self.remote_from = None
+        return self.remote
+
     def _writable_remote(self) -> RemoteTiers | None:
         """The remote tiers, when there are any and a writable store to copy their entries into."""
-        if self.remote is None or self.store is None or self.store.read_only:
+        if self.store is None or self.store.read_only:
             return None
-        return self.remote
+        return self.remote_tiers()
 
     def _from_remote_direct(
         self, program: dict[str, str], name: str, direct_key: str, backend: Any, start: float,
@@ -560,8 +576,8 @@ class Hook:
                 program=variant.program, compile_seconds=seconds,
             )
             self._link(variant.direct_key, variant.key)
-            if self.remote is not None:
-                self.remote.push(self.store, variant.key, variant.direct_key)
+            if (remote := self.remote_tiers()) is not None:
+                remote.push(self.store, variant.key, variant.direct_key)
             self._enforce_limits()
         except UnsupportedArtifactError as error:
             status, detail = "bypassed", str(error)

@@ -31,14 +31,14 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gtcache.errors import GtcacheError, UntrustedStoreError
 from gtcache.gt4py import _compat
 from gtcache.gt4py._hook import PROCESS_RUN, GtcacheWarning, Hook, Outcome
-from gtcache.settings import Settings
-from gtcache.store import Store, TrustPolicy, open_store
+from gtcache.settings import Settings, split_remotes
+from gtcache.store import CONFIG_FILE, Store, TrustPolicy, open_store
 
 if TYPE_CHECKING:
     from gtcache.gt4py._remote import RemoteTiers
@@ -127,6 +127,7 @@ def install(
     *,
     index_dir: str | os.PathLike[str] | None = None,
     settings: Settings | None = None,
+    remote: str | Sequence[str] | None = None,
 ) -> Hook:
     """Serve every gt4py compilation of this process from a store.
 
@@ -134,12 +135,33 @@ def install(
     environment (``GTCACHE_DIR``, ...). A store that cannot be opened is a warning:
     the hook then passes everything through to gt4py.
 
+    ``remote``: a remote tier URL or a list of them (docs/remote.md), tried in order
+    after the stores; it wins over ``GTCACHE_REMOTE`` and the store's ``gtcache.toml``
+    (``[]``: no remote). A URL that does not parse raises ``GtcacheError``.
+
     Installing again with the same settings returns the installed hook. With other
     settings it raises ``GtcacheError`` (``uninstall()`` first), except over the start-up
     hook's install (``GTCACHE_DIR``): arguments win over the environment, and replace it.
     """
     settings = settings or Settings.from_env(cache_dir=cache_dir, index_dir=index_dir)
+    if remote is not None:
+        settings = dataclasses.replace(settings, remotes=_remote_argument(remote), remotes_given=True)
     return _install(settings, by_startup=False)
+
+
+def _remote_argument(remote: str | Sequence[str]) -> tuple[str, ...]:
+    """``install``'s ``remote``: the URLs, each checked (``RemoteError`` for a bad one)."""
+    from gtcache.remote import parse_remote
+
+    if isinstance(remote, str):
+        urls = split_remotes(remote)
+    elif isinstance(remote, Sequence) and all(isinstance(u, str) for u in remote):
+        urls = tuple(u for text in remote for u in split_remotes(text))
+    else:
+        raise GtcacheError(f"install(remote=...) takes a URL or a list of URLs, not {type(remote).__name__}.")
+    for url in urls:
+        parse_remote(url)
+    return urls
 
 
 def install_at_startup(settings: Settings) -> Hook:
@@ -290,14 +312,26 @@ def _open_stores(hook: Hook, settings: Settings) -> None:
         except (GtcacheError, OSError) as error:
             hook.warn_once(f"read-only store '{folder}' not used: {error}")
     hook.tiers = tuple(tiers)
-    if settings.remotes:
-        hook.remote = _open_remotes(hook, settings)
+    if settings.remotes_given:
+        hook.remote = _open_remotes(hook, settings, settings.remotes) if settings.remotes else None
+    elif store is not None:  # the store's gtcache.toml may name remotes: read at the first miss
+        hook.remote_from = functools.partial(_remotes_of_store, hook, store, settings)
     if store is not None:
         hook.limits_from = functools.partial(_limits, hook, store, settings)
 
 
-def _open_remotes(hook: Hook, settings: Settings) -> RemoteTiers | None:
-    """The usable remotes of ``settings.remotes`` (a warning for each that is not)."""
+def _remotes_of_store(hook: Hook, store: Store, settings: Settings) -> RemoteTiers | None:
+    """The remotes ``[remote]`` in the store's ``gtcache.toml`` names (none: no file)."""
+    if not (store.root / CONFIG_FILE).exists():
+        return None
+    from gtcache.policies.config import remote_urls
+
+    urls, _ = remote_urls(settings, store.root)
+    return _open_remotes(hook, settings, urls) if urls else None
+
+
+def _open_remotes(hook: Hook, settings: Settings, urls: tuple[str, ...]) -> RemoteTiers | None:
+    """The usable remotes of ``urls`` (a warning for each that is not)."""
     from gtcache.gt4py._remote import RemoteTiers
     from gtcache.remote import RemoteError, open_remote
 
@@ -307,7 +341,7 @@ def _open_remotes(hook: Hook, settings: Settings) -> RemoteTiers | None:
         hook.warn_once(f"no remote used: {error}", "compiling without remotes")
         return None
     usable = []
-    for url in settings.remotes:
+    for url in urls:
         try:
             remote = open_remote(url, settings)
         except RemoteError as error:

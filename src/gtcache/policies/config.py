@@ -8,6 +8,13 @@ Two settings exist, both under ``[limits]``::
     max-files  max_files = 200000   (a whole number >= 0)
 
 The environment (``GTCACHE_MAX_SIZE`` / ``GTCACHE_MAX_FILES``) overrides the file.
+
+The remote tiers may be named there too (``remote_urls``; edited by hand)::
+
+    [remote]
+    urls = ["redis://cache:6379/0?mode=read-write", "https://cache.example.org/gtcache"]
+
+``GTCACHE_REMOTE`` (even set empty) and ``gtcache.install(remote=...)`` override them.
 """
 
 from __future__ import annotations
@@ -19,11 +26,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from gtcache.errors import GtcacheError
-from gtcache.settings import Settings
+from gtcache.settings import Settings, split_remotes
 from gtcache.policies._units import SIZE_HELP, parse_size
 from gtcache.store import CONFIG_FILE, Store, atomic_write_text, read_regular
 
-__all__ = ["CONFIG_KEYS", "ConfigValue", "check_value", "config_file_problems", "read_config", "set_config"]
+__all__ = [
+    "CONFIG_KEYS", "ConfigValue", "check_value", "config_file_problems", "read_config", "remote_urls", "set_config",
+]
+
+#: The section and field of ``gtcache.toml`` naming remote tiers (a URL or a list of URLs).
+REMOTE_TABLE, REMOTE_FIELD = "remote", "urls"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,6 +152,30 @@ def read_config(root: pathlib.Path, settings: Settings | None = None) -> list[Co
     return values
 
 
+def _file_remotes(data: Mapping[str, Any], path: pathlib.Path) -> tuple[str, ...]:
+    table = data.get(REMOTE_TABLE)
+    if table is None:
+        return ()
+    value = table.get(REMOTE_FIELD) if isinstance(table, Mapping) else None
+    if isinstance(value, str):
+        return split_remotes(value)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(u for v in value for u in split_remotes(v))
+    raise GtcacheError(f"'{path}': [{REMOTE_TABLE}] {REMOTE_FIELD} is not a URL or a list of URLs.")
+
+
+def remote_urls(settings: Settings, root: pathlib.Path | None = None) -> tuple[tuple[str, ...], str]:
+    """(the remote tier URLs, where they come from) for the store at ``root`` (default
+    ``settings.cache_dir``): ``settings.remotes`` when given (``GTCACHE_REMOTE``,
+    ``install(remote=...)``), else ``[remote] urls`` of the store's ``gtcache.toml``.
+    ``GtcacheError`` for a file that cannot be read or a bad ``[remote]``."""
+    if settings.remotes_given:
+        return settings.remotes, "GTCACHE_REMOTE"
+    root = settings.cache_dir if root is None else root
+    urls = _file_remotes(_read_file(root), root / CONFIG_FILE)
+    return urls, (f"{CONFIG_FILE} [{REMOTE_TABLE}]" if urls else "unset")
+
+
 def config_file_problems(root: pathlib.Path) -> list[str]:
     """What is wrong with ``gtcache.toml`` itself (not the environment): one sentence each."""
     try:
@@ -148,8 +184,16 @@ def config_file_problems(root: pathlib.Path) -> list[str]:
         return [str(error)]
     problems = []
     for name, table in data.items():
+        if name == REMOTE_TABLE and isinstance(table, Mapping):
+            try:
+                _file_remotes(data, root / CONFIG_FILE)
+            except GtcacheError as error:
+                problems.append(str(error))
+            problems += [f"[{REMOTE_TABLE}] {field} is not a setting gtcache reads ({REMOTE_FIELD})."
+                         for field in table if field != REMOTE_FIELD]
+            continue
         if name != "limits" or not isinstance(table, Mapping):
-            problems.append(f"[{name}] is not a section gtcache reads (it reads [limits]).")
+            problems.append(f"[{name}] is not a section gtcache reads (it reads [limits] and [remote]).")
             continue
         for field, value in table.items():
             key = next((k for k in CONFIG_KEYS.values() if k.field == field), None)
@@ -198,7 +242,9 @@ def _dumps(data: Mapping[str, Any], path: pathlib.Path) -> str:
         lines += ["", f"[{name}]"]
         for field, value in table.items():
             if isinstance(value, str):
-                text = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+                text = _toml_string(value)
+            elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+                text = "[" + ", ".join(_toml_string(v) for v in value) + "]"
             elif isinstance(value, (int, float)) and not isinstance(value, bool):
                 text = repr(value)
             else:
@@ -207,3 +253,7 @@ def _dumps(data: Mapping[str, Any], path: pathlib.Path) -> str:
                 raise GtcacheError(f"'{path}': [{name}] has a key gtcache does not write; fix it by hand.")
             lines.append(f"{field} = {text}")
     return "\n".join(lines) + "\n"
+
+
+def _toml_string(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'

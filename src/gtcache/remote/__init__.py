@@ -8,11 +8,13 @@ from gtcache.remote._backends import Credentials, redact
 from gtcache.remote._tier import (
     DEFAULT_MAX_SIZE,
     Remote,
+    RemoteEntry,
     RemoteError,
     RemoteMode,
     RemoteSpec,
     direct_object,
     entry_object,
+    info_object,
     parse_remote,
 )
 
@@ -22,11 +24,13 @@ __all__ = [
     "DEFAULT_MAX_SIZE",
     "Credentials",
     "Remote",
+    "RemoteEntry",
     "RemoteError",
     "RemoteMode",
     "RemoteSpec",
     "direct_object",
     "entry_object",
+    "info_object",
     "open_remote",
     "parse_remote",
     "redact",

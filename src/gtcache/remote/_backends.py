@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import urllib.parse
-from collections.abc import Iterator
 from typing import Any, Protocol
 
 from gtcache.errors import GtcacheError
@@ -45,11 +44,19 @@ class Credentials:
     password: str | None = dataclasses.field(default=None, repr=False)
 
 
+#: What a listing says of one object: (name, size in bytes, last modified as POSIX time);
+#: None where the protocol does not say.
+Listed = tuple[str, "int | None", "float | None"]
+#: The most a WebDAV listing (PROPFIND answer) may take.
+_MAX_LISTING = 64 << 20
+
+
 class Backend(Protocol):
     def get(self, name: str, max_size: int) -> bytes | None: ...
+    def get_many(self, names: list[str], max_size: int) -> dict[str, bytes]: ...
     def put(self, name: str, data: bytes) -> None: ...
     def exists(self, name: str) -> bool: ...
-    def list(self, prefix: str) -> Iterator[str] | None: ...
+    def list(self, prefix: str) -> list[Listed] | None: ...
     def ping(self) -> None: ...
     def close(self) -> None: ...
 
@@ -120,16 +127,65 @@ class RedisBackend:
     def exists(self, name: str) -> bool:
         return bool(self._call("EXISTS", self.client.exists, self.prefix + name))
 
-    def list(self, prefix: str) -> Iterator[str]:
-        names = self._call("SCAN", lambda: list(self.client.scan_iter(match=self.prefix + prefix + "*", count=1000)))
-        for raw in sorted(names):
-            yield raw.decode(errors="replace")[len(self.prefix):]
+    def get_many(self, names: list[str], max_size: int) -> dict[str, bytes]:
+        """The objects of ``names`` that exist and are at most ``max_size`` (one MGET per 500)."""
+        found: dict[str, bytes] = {}
+        for start in range(0, len(names), 500):
+            chunk = names[start:start + 500]
+            values = self._call("MGET", self.client.mget, [self.prefix + n for n in chunk])
+            found.update((n, v) for n, v in zip(chunk, values, strict=True) if v is not None and len(v) <= max_size)
+        return found
+
+    def list(self, prefix: str) -> list[Listed]:
+        """``SCAN`` over ``<prefix>*`` (never ``KEYS``: the server keeps serving), then the sizes
+        (``STRLEN``, pipelined). Redis keeps no modification time."""
+        raw = self._call("SCAN", lambda: sorted(self.client.scan_iter(match=self.prefix + prefix + "*", count=1000)))
+        names = [r.decode(errors="replace")[len(self.prefix):] for r in raw]
+
+        def sizes() -> list[int]:
+            pipe = self.client.pipeline(transaction=False)
+            for r in raw:
+                pipe.strlen(r)
+            return list(pipe.execute())
+
+        lengths = self._call("STRLEN", sizes) if raw else []
+        # (a key dropped since the SCAN has length 0: left out)
+        return [(n, int(size), None) for n, size in zip(names, lengths, strict=True) if size]
 
     def ping(self) -> None:
         self._call("PING", self.client.ping)
 
     def close(self) -> None:
         self.client.close()
+
+
+def _multistatus(data: bytes, folder: str) -> list[Listed]:
+    """The files directly in ``folder`` (a URL path ending in ``/``) a WebDAV multistatus names."""
+    import email.utils
+    import xml.etree.ElementTree as ElementTree
+
+    try:
+        root = ElementTree.fromstring(data)  # noqa: S314 - expat refuses entity expansion bombs
+    except ElementTree.ParseError as error:
+        raise RemoteFailure(f"PROPFIND answered no XML ({error})", retry=False) from None
+    dav = "{DAV:}"
+    listed: list[Listed] = []
+    for response in root.iter(f"{dav}response"):
+        href = response.findtext(f"{dav}href") or ""
+        path = urllib.parse.unquote(urllib.parse.urlsplit(href).path)
+        if not path.startswith(folder) or path == folder or "/" in path[len(folder):].rstrip("/"):
+            continue
+        if response.find(f".//{dav}resourcetype/{dav}collection") is not None or path.endswith("/"):
+            continue
+        length = (response.findtext(f".//{dav}getcontentlength") or "").strip()
+        modified_text = (response.findtext(f".//{dav}getlastmodified") or "").strip()
+        try:
+            modified: float | None = email.utils.parsedate_to_datetime(modified_text).timestamp()
+        except (TypeError, ValueError, IndexError):
+            modified = None
+        name = path[len(folder):]
+        listed.append((name, int(length) if length.isdigit() else None, modified))
+    return sorted(listed)
 
 
 class HttpBackend:
@@ -211,8 +267,47 @@ class HttpBackend:
         self._check("HEAD", response)
         return True
 
-    def list(self, prefix: str) -> None:
-        return None  # plain GET/PUT servers cannot list
+    def get_many(self, names: list[str], max_size: int) -> dict[str, bytes]:
+        found = {}
+        for name in names:
+            try:
+                data = self.get(name, max_size)
+            except ObjectTooLarge:
+                continue
+            if data is not None:
+                found[name] = data
+        return found
+
+    def list(self, prefix: str) -> list[Listed] | None:
+        """WebDAV ``PROPFIND`` with ``Depth: 1`` of the folder ``prefix`` (nginx's dav-ext module,
+        Apache mod_dav, ...); None when the server does not list (a plain GET/PUT server
+        answers 405 or 501 or something that is not a multistatus)."""
+        folder = self._url(prefix.rstrip("/")) + "/"
+        httpx = self._httpx
+        body = (b'<?xml version="1.0" encoding="utf-8"?><propfind xmlns="DAV:"><prop>'
+                b"<getcontentlength/><getlastmodified/><resourcetype/></prop></propfind>")
+        try:
+            with self.client.stream("PROPFIND", folder, headers={"Depth": "1", "Content-Type": "application/xml"},
+                                    content=body) as response:
+                if response.status_code == 404:
+                    return []  # nothing was ever pushed
+                if response.status_code in (400, 403, 405, 501) or (
+                        response.status_code < 400 and response.status_code != 207):
+                    return None
+                self._check("PROPFIND", response)
+                chunks, size = [], 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > _MAX_LISTING:
+                        raise RemoteFailure(f"PROPFIND answered over {_MAX_LISTING} bytes", retry=False)
+                    chunks.append(chunk)
+        except httpx.TimeoutException as error:
+            raise RemoteFailure(f"PROPFIND timed out ({type(error).__name__})", timeout=True) from None
+        except httpx.HTTPError as error:
+            raise RemoteFailure(f"PROPFIND failed: {error or type(error).__name__}") from None
+        base = prefix.rstrip("/") + "/"
+        return [(base + name, size, modified)
+                for name, size, modified in _multistatus(b"".join(chunks), urllib.parse.urlsplit(folder).path)]
 
     def ping(self) -> None:
         # An object name no entry has: 404 is an answer; a refused login is not.

@@ -9,7 +9,9 @@ then taken unsigned, checksums still checked). Objects:
 - ``v1/entries/<build key>.tar.gz``: the bundle of one entry;
 - ``v1/direct/<direct key>.json``: ``{"format": 1, "direct", "build", "signature"}``, the
   direct link, signed over both keys (a link is what a program is served by without
-  lowering: a forged one would serve another program's code).
+  lowering: a forged one would serve another program's code);
+- ``v1/info/<build key>.json``: what ``gtcache ls --remote`` shows of an entry (program,
+  backend, created, pushed), written after the entry; only shown, never trusted.
 
 Failures: short connect / read timeouts, bounded retries with backoff for errors that
 are not timeouts, and then the remote is *broken* for the rest of the process
@@ -19,6 +21,7 @@ are not timeouts, and then the remote is *broken* for the rest of the process
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import hashlib
 import hmac
 import io
@@ -26,7 +29,7 @@ import json
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar
 
 from gtcache import bundle
@@ -35,8 +38,8 @@ from gtcache.remote._backends import Backend, Credentials, HttpBackend, RedisBac
 from gtcache.store import Store, is_key
 
 __all__ = [
-    "DEFAULT_MAX_SIZE", "Remote", "RemoteError", "RemoteMode", "RemoteSpec", "direct_object", "entry_object",
-    "parse_remote",
+    "DEFAULT_MAX_SIZE", "Remote", "RemoteEntry", "RemoteError", "RemoteMode", "RemoteSpec", "direct_object",
+    "entry_object", "info_object", "parse_remote",
 ]
 
 RemoteMode = Literal["read", "read-write"]
@@ -65,6 +68,30 @@ def entry_object(key: str) -> str:
 
 def direct_object(direct_key: str) -> str:
     return f"v1/direct/{direct_key}.json"
+
+
+def info_object(key: str) -> str:
+    return f"v1/info/{key}.json"
+
+
+_MAX_INFO_SIZE = 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class RemoteEntry:
+    """One entry a remote holds, as far as its listing and info object say (None: unknown)."""
+
+    key: str
+    #: Bytes of the object (the signed bundle), as the listing says.
+    size: int | None
+    program: str | None = None
+    backend: str | None = None
+    #: ISO times: when the entry was compiled, and when its object was last written.
+    created: str | None = None
+    modified: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,6 +157,17 @@ def parse_remote(text: str) -> RemoteSpec:
         timeout=number("timeout", DEFAULT_TIMEOUT, float),
         retries=int(number("retries", DEFAULT_RETRIES, int)),
     )
+
+
+def _read_info(data: bytes | None, key: str) -> dict[str, str]:
+    """The text fields of an info object (shown, never trusted); {} for a missing or bad one."""
+    try:
+        info = json.loads(data.decode()) if data is not None else {}
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return {}
+    if not isinstance(info, dict) or info.get("key") != key:
+        return {}
+    return {k: v for k, v in info.items() if isinstance(v, str) and k in ("program", "backend", "created", "pushed")}
 
 
 class Remote:
@@ -202,13 +240,38 @@ class Remote:
 
     def keys(self) -> list[str] | None:
         """The build keys the remote holds, or None when its protocol cannot list."""
-        def listing(b: Backend) -> list[str] | None:
-            names: Iterator[str] | None = b.list("v1/entries/")
-            if names is None:
-                return None
-            found = (n.removeprefix("v1/entries/").removesuffix(".tar.gz") for n in names)
-            return sorted(k for k in found if is_key(k))
-        return self._call("list", listing)
+        listed = self._listed()
+        return None if listed is None else sorted(listed)
+
+    def _listed(self) -> dict[str, tuple[int | None, float | None]] | None:
+        """Build key -> (size, modified) of the entry objects the remote lists (None: cannot list)."""
+        names = self._call("list", lambda b: b.list("v1/entries/"))
+        if names is None:
+            return None
+        found = {}
+        for name, size, modified in names:
+            key = name.removeprefix("v1/entries/").removesuffix(".tar.gz")
+            if is_key(key) and name == entry_object(key):
+                found[key] = (size, modified)
+        return found
+
+    def listing(self) -> list[RemoteEntry] | None:
+        """Every entry the remote holds, with what its info object says; None when the
+        protocol cannot list (plain HTTP). Entries pushed without info show only key and size."""
+        listed = self._listed()
+        if listed is None:
+            return None
+        infos = self._call("get", lambda b: b.get_many([info_object(k) for k in listed], _MAX_INFO_SIZE))
+        entries = []
+        for key, (size, modified) in sorted(listed.items()):
+            info = _read_info(infos.get(info_object(key)), key)
+            entries.append(RemoteEntry(
+                key=key, size=size, program=info.get("program"), backend=info.get("backend"),
+                created=info.get("created"),
+                modified=(datetime.datetime.fromtimestamp(modified, datetime.timezone.utc).isoformat(timespec="seconds")
+                          if modified is not None else info.get("pushed")),
+            ))
+        return entries
 
     def fetch(self, store: Store, key: str, *, facts: Mapping[str, Any] | None = None) -> bool:
         """Copy entry ``key`` from the remote into ``store`` (verified, published atomically).
@@ -254,6 +317,12 @@ class Remote:
             raise RemoteError(f"Entry '{key}' makes an object of {len(data)} bytes, over the"
                               f" {self.spec.max_size}-byte limit of '{self.name}'; not pushed.")
         self._call("put", lambda b: b.put(entry_object(key), data))
+        record = entry.record
+        module, name = record.program.get("module"), record.program.get("name", "?")
+        info = {"format": 1, "key": key, "program": f"{module}.{name}" if module else name,
+                "backend": record.backend.get("name", "?"), "created": record.created,
+                "pushed": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+        self._call("put", lambda b: b.put(info_object(key), json.dumps(info, sort_keys=True).encode()))
         return True
 
     def resolve_direct(self, direct_key: str) -> str | None:
