@@ -28,7 +28,7 @@ from gt4py.next.otf import compilation_tasks, runners
 factory, getter = compilation_tasks.make_compilation_task, runners.get_default_runner
 print(json.dumps({{
     "active": hook.active_hook() is not None,
-    "cache_dir": str(hook.active_hook().cache_dir) if hook.active_hook() else None,
+    "cache_dir": str(hook.active_hook().config.cache_dir) if hook.active_hook() else None,
     # patched once: one dispatcher wrapping gt4py's own function, not a dispatcher's
     "factory": [factory.__code__.co_qualname, getattr(factory, "__wrapped__", factory).__code__.co_qualname],
     "runner": [getter.__code__.co_qualname, getattr(getter, "__wrapped__", getter).__code__.co_qualname],

@@ -60,7 +60,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     counts = {status: sum(o.status == status for o in outcomes) for status in ("hit", *_NOT_WARM)}
     spent = sum(o.seconds for o in outcomes if o.status == "compiled")
     saved = sum(o.saved_seconds for o in outcomes if o.status == "hit")
-    root = hook.cache_dir or "(no store)"
+    root = hook.config.cache_dir or "(no store)"
     write = terminalreporter.write_line
     terminalreporter.section("gtcache")
     write(

@@ -36,7 +36,7 @@ def test_other_settings_raise_until_uninstalled(tmp_path: pathlib.Path) -> None:
         gtcache.install(settings=Settings.from_env(cache_dir=tmp_path / "a", env={"GTCACHE_WAIT": "5"}))
     assert gthook.active_hook() is first
     gtcache.uninstall()
-    assert gtcache.install(tmp_path / "b").cache_dir == tmp_path / "b"
+    assert gtcache.install(tmp_path / "b").config.cache_dir == tmp_path / "b"
 
 
 def test_arguments_replace_the_start_up_hooks_install(tmp_path: pathlib.Path) -> None:
@@ -46,7 +46,7 @@ def test_arguments_replace_the_start_up_hooks_install(tmp_path: pathlib.Path) ->
     gtcache.uninstall()
     at_startup = gthook.install_at_startup(from_env)
     mine = gtcache.install(tmp_path / "mine")
-    assert mine is not at_startup and gthook.active_hook() is mine and mine.cache_dir == tmp_path / "mine"
+    assert mine is not at_startup and gthook.active_hook() is mine and mine.config.cache_dir == tmp_path / "mine"
     assert gthook.install_at_startup(from_env) is mine, "the start-up hook never replaces an install"
     with pytest.raises(gtcache.GtcacheError, match="already installed"):
         gtcache.install(tmp_path / "other")

@@ -115,41 +115,64 @@ class _PublishingTask(_compat.runners.CompilationTask):
     variant: _Variant | None = None
 
 
-class Hook:
-    """Serves gt4py compilations from ``store`` (``None``: pass everything through)."""
+@dataclasses.dataclass(frozen=True)
+class HookConfig:
+    """How a hook serves, fixed when it is made (``install``, ``serving``)."""
 
-    def __init__(
-        self, store: Store | None, *, serial: bool = False, self_check: bool = False,
-        limits: Limits | None = None, explain: bool = False, plan_only: bool = False,
-        tiers: tuple[Store, ...] = (), promote: bool = False, locking: str = "auto", wait: float = 600.0,
-        cache_dir: pathlib.Path | None = None,
-    ):
-        self.store = store
-        #: Where ``store`` is (or will be opened, see ``opener``).
-        self.cache_dir = cache_dir if cache_dir is not None else (store.root if store is not None else None)
-        #: Read-only stores consulted after ``store`` (never written); hits there are used
-        #: in place, or copied into ``store`` first with ``promote``.
-        self.tiers = tiers
-        self.promote = promote
-        #: Remote tiers tried after ``store`` and ``tiers`` (a hit is copied into ``store``).
-        self.remote: RemoteTiers | None = None
-        #: Resolves ``remote`` when a miss first needs it (the store's ``gtcache.toml`` may
-        #: name remotes: reading it is not a hit's work). See ``remote_tiers``.
-        self.remote_from: Callable[[], RemoteTiers | None] | None = None
-        self.serial = serial
-        self.self_check = self_check
-        self.limits = limits
-        #: Resolves ``limits`` when a publish first needs them (reading the store's
-        #: ``gtcache.toml`` and importing the policies is not a hit's work).
-        self.limits_from: Callable[[], Limits | None] | None = None
-        #: How to lock the store, and how long to wait for another process compiling a variant.
-        self.locking = locking
-        self.wait = wait
-        #: Log why each miss missed (``GTCACHE_EXPLAIN=1``).
-        self.explain = explain
-        #: Compute keys and look them up, compile nothing ("cached" / "missing" outcomes).
-        self.plan_only = plan_only
+    #: Where the hook's store is (or will be opened).
+    cache_dir: pathlib.Path | None = None
+    #: Compile in this thread (gt4py's ``SerialRunner``), not in gt4py's worker pool.
+    serial: bool = False
+    #: Compute the build key of every direct hit too and compare (``GTCACHE_SELF_CHECK``).
+    self_check: bool = False
+    #: Log why each miss missed (``GTCACHE_EXPLAIN=1``).
+    explain: bool = False
+    #: Compute keys and look them up, compile nothing ("cached" / "missing" outcomes).
+    plan_only: bool = False
+    #: Copy hits in read-only tiers into the store first (``GTCACHE_PROMOTE``).
+    promote: bool = False
+    #: How to lock the store, and how long to wait for another process compiling a variant.
+    locking: str = "auto"
+    wait: float = 600.0
+
+
+@dataclasses.dataclass(frozen=True)
+class HookStores:
+    """What a hook serves from, once opened."""
+
+    store: Store | None
+    #: Read-only stores consulted after ``store`` (never written); hits there are used
+    #: in place, or copied into ``store`` first with ``promote``.
+    tiers: tuple[Store, ...] = ()
+    #: Remote tiers tried after ``store`` and ``tiers`` (a hit is copied into ``store``).
+    remote: RemoteTiers | None = None
+    #: Resolves ``remote`` when a miss first needs it (the store's ``gtcache.toml`` may
+    #: name remotes: reading it is not a hit's work). See ``Hook.remote_tiers``.
+    remote_from: Callable[[], RemoteTiers | None] | None = None
+    #: Resolves the size cap when a publish first needs it (reading the store's
+    #: ``gtcache.toml`` and importing the policies is not a hit's work).
+    limits_from: Callable[[], Limits | None] | None = None
+
+
+class Hook:
+    """Serves gt4py compilations as ``config`` says from ``stores`` (a store of ``None``:
+    pass everything through).
+
+    ``stores`` may be a function of the hook, called at the first compilation the hook
+    sees (``install``): gt4py's compile workers import gt4py too, and must neither open
+    stores nor warn. It may warn through ``hook.warn_once``.
+    """
+
+    def __init__(self, config: HookConfig, stores: HookStores | Callable[[Hook], HookStores]):
+        self.config = config
         self.started = now_iso()
+        #: Runtime state: the stores (see ``HookStores``), set once, by ``_open``.
+        self.store: Store | None = None
+        self.tiers: tuple[Store, ...] = ()
+        self.remote: RemoteTiers | None = None
+        self._remote_from: Callable[[], RemoteTiers | None] | None = None
+        self.limits: Limits | None = None
+        self._limits_from: Callable[[], Limits | None] | None = None
         self._limits_checked = 0.0
         #: How many outcomes are in the ledger already.
         self._recorded = 0
@@ -158,10 +181,16 @@ class Hook:
         self._hits: collections.Counter[str] = collections.Counter()
         self._lock = threading.Lock()
         self._warned: set[str] = set()
-        #: Opens ``store`` and ``tiers`` at the first compilation (set by ``install``): gt4py's
-        #: compile workers import gt4py too, and must neither open stores nor warn.
-        self.opener: Callable[[], None] | None = None
         self._open_lock = threading.Lock()
+        self._opener: Callable[[Hook], HookStores] | None = None
+        if isinstance(stores, HookStores):
+            self._use(stores)
+        else:
+            self._opener = stores
+
+    def _use(self, stores: HookStores) -> None:
+        self.store, self.tiers, self.remote = stores.store, stores.tiers, stores.remote
+        self._remote_from, self._limits_from = stores.remote_from, stores.limits_from
 
     # -- reporting ------------------------------------------------------------------------
 
@@ -200,7 +229,7 @@ class Hook:
         with self._lock:
             outcomes = self.outcomes[self._recorded:]
             self._recorded = len(self.outcomes)
-        if self.store is not None and outcomes and not self.plan_only:
+        if self.store is not None and outcomes and not self.config.plan_only:
             PROCESS_RUN.add(self.store, self.started, outcomes)
 
     # -- the task factory ----------------------------------------------------------------
@@ -208,10 +237,10 @@ class Hook:
     def make_task(
         self, original: Callable[..., Any], backend: Any, definition_stage: Any, cta: Any
     ) -> Any:
-        if self.plan_only:
+        if self.config.plan_only:
             return self._plan_task(original, backend, definition_stage, cta)
         start = time.perf_counter()
-        if self.opener is not None:
+        if self._opener is not None:
             self._open()
         stores = self._stores()
         if not stores:
@@ -229,13 +258,13 @@ class Hook:
             for store in stores:
                 build_key = store.resolve_direct(direct_key)
                 loaded = self._load(store, build_key, backend) if build_key else None
-                if loaded is not None and build_key and not (self.self_check and self._self_check_fails(
+                if loaded is not None and build_key and not (self.config.self_check and self._self_check_fails(
                     original, backend, definition_stage, cta, build_key, direct_key
                 )):
-                    if store is not self.store and self.promote:
+                    if store is not self.store and self.config.promote:
                         self._link(direct_key, build_key)
                     return self._served(program, name, build_key, loaded, start, "direct", spec)
-            if not self.self_check and (served := self._from_remote_direct(
+            if not self.config.self_check and (served := self._from_remote_direct(
                 program, name, direct_key, backend, start, spec
             )) is not None:
                 return served
@@ -250,7 +279,7 @@ class Hook:
         for store in stores:
             loaded = self._load(store, key, backend)
             if loaded is not None:
-                if store is self.store or self.promote:
+                if store is self.store or self.config.promote:
                     self._link(direct_key, key)
                 return self._served(program, name, key, loaded, start, "build", spec)
         if self.store is None:
@@ -272,7 +301,7 @@ class Hook:
             if (served := self._from_remote(program, name, key, direct_key, backend, start, spec)) is not None:
                 lock.release()
                 return served
-            if self.explain:
+            if self.config.explain:
                 self._explain(program, name, key, ingredients)
             published = self._publishing(task, _Variant(program, name, key, ingredients, direct_key, start, spec, lock))
             # Released when the task is published (``_publish``), when submitting it fails
@@ -307,7 +336,7 @@ class Hook:
         its custom ``compile``, is an "unplannable" outcome saying why.
         """
         try:
-            if self.opener is not None:
+            if self._opener is not None:
                 self._open()
             if self.store is None:
                 raise GtcacheError("no store to plan against")
@@ -347,23 +376,21 @@ class Hook:
 
     def _open(self) -> None:
         with self._open_lock:
-            if self.opener is not None:
-                try:
-                    self.opener()
-                finally:
-                    self.opener = None
+            if self._opener is not None:
+                opener, self._opener = self._opener, None
+                self._use(opener(self))
 
     def remote_tiers(self) -> RemoteTiers | None:
         """The remote tiers (opened at the first call that needs them), or None."""
-        if self.remote_from is not None:
+        if self._remote_from is not None:
             with self._open_lock:
-                if self.remote_from is not None:
+                if self._remote_from is not None:
                     try:
-                        self.remote = self.remote_from()
+                        self.remote = self._remote_from()
                     except Exception as error:  # a cache problem never breaks the program
                         self.warn_once(f"no remote used: {error}", "compiling without remotes")
                     finally:
-                        self.remote_from = None
+                        self._remote_from = None
         return self.remote
 
     def _writable_remote(self) -> RemoteTiers | None:
@@ -425,17 +452,17 @@ class Hook:
         None when not waiting (``wait`` 0), when locking fails, or when the wait ran out: then
         this process compiles the variant too, and the first publish wins.
         """
-        if self.wait <= 0 or _reimported_main():
+        if self.config.wait <= 0 or _reimported_main():
             return None
         assert self.store is not None
         try:
-            lock = self.store.lock(key, self.locking)
-            if lock.acquire(self.wait):
+            lock = self.store.lock(key, self.config.locking)
+            if lock.acquire(self.config.wait):
                 return lock
         except (OSError, GtcacheError) as error:
             self.warn_once(f"cannot lock '{self.store.root}': {error}", "compiling without waiting for others")
             return None
-        self.warn_once(f"waited {self.wait:g} s for another process compiling '{name}'", "compiling it here too")
+        self.warn_once(f"waited {self.config.wait:g} s for another process compiling '{name}'", "compiling it here too")
         return None
 
     def _direct_key(self, backend: Any, definition_stage: Any, cta: Any) -> str | None:
@@ -481,7 +508,7 @@ class Hook:
         if store is self.store:
             with self._lock:
                 self._hits[key] += 1
-        elif self.promote:
+        elif self.config.promote:
             self._promote(store, key)
         return _Loaded(program, load_seconds, entry.record.compile_seconds)
 
@@ -530,7 +557,7 @@ class Hook:
             return future
         variant = task.variant if isinstance(task, _PublishingTask) else None
         try:
-            runner = _compat.runners.SerialRunner() if self.serial else original_runner()
+            runner = _compat.runners.SerialRunner() if self.config.serial else original_runner()
             inner = runner.submit(task)
         except BaseException:
             if variant is not None and variant.lock is not None:
@@ -589,8 +616,8 @@ class Hook:
 
     def _enforce_limits(self) -> None:
         """The size cap, after a publish; at most every few seconds per process."""
-        if self.limits_from is not None:
-            self.limits, self.limits_from = self.limits_from(), None
+        if self._limits_from is not None:
+            self.limits, self._limits_from = self._limits_from(), None
         if self.limits is None or not self.limits.active or self.store is None:
             return
         now = time.monotonic()
@@ -599,7 +626,7 @@ class Hook:
         self._limits_checked = now
         from gtcache.policies.limits import enforce_limits
 
-        enforce_limits(self.store, self.limits, locking=self.locking)
+        enforce_limits(self.store, self.limits, locking=self.config.locking)
 
 
 #: Seconds between two size-cap checks of one process.

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from gtcache.errors import GtcacheError, UntrustedStoreError
 from gtcache.gt4py import _compat
-from gtcache.gt4py._hook import PROCESS_RUN, GtcacheWarning, Hook, Outcome
+from gtcache.gt4py._hook import PROCESS_RUN, GtcacheWarning, Hook, HookConfig, HookStores, Outcome
 from gtcache.settings import Settings, split_remotes
 from gtcache.store import CONFIG_FILE, Store, TrustPolicy, open_store
 
@@ -97,7 +97,7 @@ def _patch() -> None:
         try:
             return hook.make_task(original_factory, backend, definition_stage, compile_time_args)
         except Exception as error:  # never break the user's program over the cache
-            if hook.plan_only:  # only gt4py's own lowering errors get here: the program's
+            if hook.config.plan_only:  # only gt4py's own lowering errors get here: the program's
                 raise
             hook.warn_once(f"lookup failed: {error!r}")
             return original_factory(backend, definition_stage, compile_time_args)
@@ -239,11 +239,11 @@ def serving(
     """
     settings = settings if settings is not None else Settings.from_env()
     _configure_output(settings)
-    hook = Hook(
-        store, serial=True, self_check=self_check, plan_only=plan_only, locking=settings.locking, wait=settings.wait
+    config = HookConfig(
+        cache_dir=store.root, serial=True, self_check=self_check, plan_only=plan_only,
+        locking=settings.locking, wait=settings.wait,
     )
-    hook.limits_from = functools.partial(_limits, hook, store, settings)
-    return _activated(hook)
+    return _activated(Hook(config, lambda hook: HookStores(store, limits_from=functools.partial(_limits, hook, store, settings))))
 
 
 @contextlib.contextmanager
@@ -289,18 +289,16 @@ def _configure_output(settings: Settings) -> None:
 def _new_hook(settings: Settings) -> Hook:
     """A hook for ``settings`` whose stores are opened when it first sees a compilation."""
     _configure_output(settings)
-    hook = Hook(
-        None, self_check=settings.self_check, explain=settings.explain, promote=settings.promote,
-        locking=settings.locking, wait=settings.wait, cache_dir=settings.cache_dir,
+    config = HookConfig(
+        cache_dir=settings.cache_dir, self_check=settings.self_check, explain=settings.explain,
+        promote=settings.promote, locking=settings.locking, wait=settings.wait,
     )
-    hook.opener = functools.partial(_open_stores, hook, settings)
-    return hook
+    return Hook(config, functools.partial(_open_stores, settings))
 
 
-def _open_stores(hook: Hook, settings: Settings) -> None:
+def _open_stores(settings: Settings, hook: Hook) -> HookStores:
     trust = TrustPolicy.from_ids(settings.trusted_users, settings.trusted_groups)
     store, problem = _open(settings, trust)
-    hook.store = store
     if problem:
         hook.warn_once(problem, "compiling without the cache; 'gtcache doctor' says why")
     tiers = []
@@ -311,13 +309,14 @@ def _open_stores(hook: Hook, settings: Settings) -> None:
             hook.warn_once(f"read-only store '{folder}' not used: {error.problem}", "it is skipped")
         except (GtcacheError, OSError) as error:
             hook.warn_once(f"read-only store '{folder}' not used: {error}")
-    hook.tiers = tuple(tiers)
+    remote = remote_from = limits_from = None
     if settings.remotes_given:
-        hook.remote = _open_remotes(hook, settings, settings.remotes) if settings.remotes else None
+        remote = _open_remotes(hook, settings, settings.remotes) if settings.remotes else None
     elif store is not None:  # the store's gtcache.toml may name remotes: read at the first miss
-        hook.remote_from = functools.partial(_remotes_of_store, hook, store, settings)
+        remote_from = functools.partial(_remotes_of_store, hook, store, settings)
     if store is not None:
-        hook.limits_from = functools.partial(_limits, hook, store, settings)
+        limits_from = functools.partial(_limits, hook, store, settings)
+    return HookStores(store, tuple(tiers), remote, remote_from, limits_from)
 
 
 def _remotes_of_store(hook: Hook, store: Store, settings: Settings) -> RemoteTiers | None:
