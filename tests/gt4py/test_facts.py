@@ -139,3 +139,52 @@ def test_stored_versions_are_used_only_while_the_path_folders_are_unchanged(tmp_
     assert nanobind() == "0.0.planted"  # read from the file: sys.path's folders are as they were
     (extra / "nanobind-9.9.dist-info").mkdir()  # an install into a folder on sys.path
     assert nanobind() == "9.9"  # listed again: the folder changed
+
+
+DEFINITION = """
+import json, sys
+import gtcache
+from gtcache.gt4py import _facts, definition
+
+sys.path.insert(0, sys.argv[2])
+import ops_for_facts
+
+_facts.use(gtcache.open_store(sys.argv[1]))
+stage = ops_for_facts.op.definition_stage
+print("RESULT " + json.dumps({"used": definition.definition_fingerprint(stage),
+                              "computed": str(definition._fingerprinter(stage))}))
+"""
+
+OPS = '''
+import gt4py.next as gtx
+from gt4py.next import Dims, Field, float64
+
+IDim = gtx.Dimension("IDim")
+FACTOR = {factor}
+
+
+@gtx.field_operator
+def op(a: Field[Dims[IDim], float64]) -> Field[Dims[IDim], float64]:
+    return a * FACTOR
+'''
+
+
+def test_a_stored_definition_fingerprint_is_used_only_for_the_same_content(tmp_path: pathlib.Path) -> None:
+    store, code = tmp_path / "store", tmp_path / "code"
+    code.mkdir()
+
+    def fingerprint(factor: float) -> dict:
+        (code / "ops_for_facts.py").write_text(OPS.format(factor=factor))
+        out = run_python(DEFINITION, str(store), str(code))
+        return json.loads(next(line for line in out.splitlines() if line.startswith("RESULT ")).removeprefix("RESULT "))  # type: ignore[no-any-return]
+
+    two = fingerprint(2.0)
+    assert two["used"] == two["computed"]
+    [facts] = facts_files(store)
+    data = json.loads(facts.read_text())
+    assert list(data["definitions"].values()) == [two["computed"]]
+    data["definitions"] = {key: "f" * 16 for key in data["definitions"]}
+    facts.write_text(json.dumps(data))
+    assert fingerprint(2.0)["used"] == "f" * 16  # the same content: read from the file
+    three = fingerprint(3.0)  # another closure value: another content key, computed afresh
+    assert three["used"] == three["computed"] != two["computed"]

@@ -208,9 +208,9 @@ def content_bytes(
     fingerprinter's own deconstructors. Objects gt4py treats otherwise (mocks, data classes
     that are also containers, modules) make it None. The bytes are hashed, never unpickled.
     """
-    data_fields = getattr(fingerprinting, "_data_fields", None)
-    fingerprinted = getattr(fingerprinting, "_is_fingerprinted_field", None)
-    reference = getattr(fingerprinting, "_reference_by_fully_qualified_name", None)
+    data_fields: Any = getattr(fingerprinting, "_data_fields", None)
+    fingerprinted: Any = getattr(fingerprinting, "_is_fingerprinted_field", None)
+    reference: Any = getattr(fingerprinting, "_reference_by_fully_qualified_name", None)
     if data_fields is None or fingerprinted is None or reference is None:
         return None  # another gt4py: no shortcut
     modules: set[str] = set()

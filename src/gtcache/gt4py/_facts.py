@@ -14,6 +14,10 @@ Each fact is checked before use, never trusted over correctness:
   fingerprinted state, serialized by ``_compat.backend_digest``, plus the identity of
   the modules defining its data classes) to the fingerprint. Another option, another
   step, an edited module: another digest, and the fingerprint is computed afresh.
+- ``definitions`` maps a digest of everything the direct key's definition fingerprint
+  reads (source texts, closure values, the modules of its data classes; see
+  ``definition.py``) to that fingerprint (gt4py's fingerprinting is slow the first
+  time, about 1 ms a program).
 - ``versions`` is kept with the identity (device, inode, modification and change time)
   of every ``sys.path`` folder: installing or removing a distribution changes its folder.
 
@@ -37,12 +41,13 @@ from gtcache.gt4py import _compat
 from gtcache.keys import canonical_bytes, digest
 from gtcache.store import Store
 
-__all__ = ["Facts", "active", "active_store", "backend_config", "remember_versions", "use"]
+__all__ = ["Facts", "active", "active_store", "backend_config", "content_key", "remember_versions", "use"]
 
 _FORMAT = "gtcache-facts"
 _VERSION = 1
-#: At most this many backend fingerprints per file (any beyond are recomputed per process).
+#: At most this many backend / definition fingerprints per file (any beyond are recomputed).
 _MAX_BACKENDS = 64
+_MAX_DEFINITIONS = 4096
 
 _active: Facts | None = None
 
@@ -87,6 +92,7 @@ class Facts:
         self._lock = threading.Lock()
         self.environment = _environment()
         self.backends: dict[str, str] = {}
+        self.definitions: dict[str, str] = {}
         self.path: str | None = None
         self.versions: dict[str, str] | None = None
         self._path_now: str | None = None
@@ -94,6 +100,7 @@ class Facts:
         data = store.read_facts(self.environment)
         if data is not None and data.get("format") == _FORMAT and data.get("version") == _VERSION:
             self.backends = _str_map(data.get("backend_config"))
+            self.definitions = _str_map(data.get("definitions"))
             self.versions = _str_map(data.get("versions")) if isinstance(data.get("path"), str) else None
             self.path = data.get("path") if self.versions is not None else None
 
@@ -103,8 +110,7 @@ class Facts:
         made = _compat.backend_digest(backend)
         if made is None:
             return _compat.backend_fingerprint(backend)
-        serialized, modules = made
-        key = digest(serialized + canonical_bytes(sorted((name, _module_identity(name)) for name in modules)))
+        key = content_key(*made)
         known = self.backends.get(key)
         if known is not None and not self.verify:
             return known
@@ -119,6 +125,24 @@ class Facts:
                 self.backends[key] = fingerprint
             self._save()
         return fingerprint
+
+    # -- definition fingerprints --------------------------------------------------------
+
+    def definition(self, key: str) -> str | None:
+        """The stored fingerprint of the definition content ``key`` (see ``definition.py``)."""
+        return None if self.verify else self.definitions.get(key)
+
+    def remember_definition(self, key: str, fingerprint: str) -> None:
+        known = self.definitions.get(key)
+        if known is not None and known != fingerprint:  # only when verifying
+            self._report(f"the stored fingerprint of a definition is {known!r}, computing it gives {fingerprint!r}")
+        if known == fingerprint:
+            return
+        with self._lock:
+            if len(self.definitions) >= _MAX_DEFINITIONS:
+                self.definitions.pop(next(iter(self.definitions)))
+            self.definitions[key] = fingerprint
+        self._save()
 
     # -- installed versions -------------------------------------------------------------
 
@@ -146,7 +170,8 @@ class Facts:
         with self._lock:
             value = {
                 "format": _FORMAT, "version": _VERSION, "gtcache": __version__,
-                "backend_config": dict(self.backends), "path": self.path, "versions": self.versions,
+                "backend_config": dict(self.backends), "definitions": dict(self.definitions),
+                "path": self.path, "versions": self.versions,
             }
         try:
             self.store.write_facts(self.environment, value)
@@ -159,6 +184,11 @@ class Facts:
             self._warn(f"self-check: {problem}")
         else:
             warnings.warn(f"gtcache self-check: {problem} (using the computed value)", UserWarning, stacklevel=3)
+
+
+def content_key(serialized: bytes, modules: frozenset[str]) -> str:
+    """The digest of a ``_compat.content_bytes`` serialization and its data classes' modules' files."""
+    return digest(serialized + canonical_bytes(sorted((name, _module_identity(name)) for name in modules)))
 
 
 def _str_map(value: Any) -> dict[str, str]:

@@ -30,8 +30,7 @@ import textwrap
 import types
 from typing import Any
 
-from gtcache.gt4py import _compat
-from gtcache.keys import digest
+from gtcache.gt4py import _compat, _facts
 
 __all__ = ["definition_fingerprint"]
 
@@ -40,13 +39,18 @@ def definition_fingerprint(definition_stage: Any) -> str:
     """Fingerprint a ``DSLProgramDef`` / ``DSLFieldOperatorDef`` by content, location-free.
 
     Every call reads the definition and its closure anew (a closure variable may have been
-    rebound since), but gt4py's fingerprinting, slow per object, runs only for content this
-    process has not fingerprinted yet: ``_content_key`` serializes what the fingerprinter
-    reads, fast, and equal serializations have equal fingerprints.
+    rebound since), but gt4py's fingerprinting, slow per object, runs only for content not
+    fingerprinted yet, in this process or (through the store's facts file) in an earlier one
+    in this environment: ``_content_key`` serializes what the fingerprinter reads, fast, and
+    equal serializations have equal fingerprints.
     """
     key = _content_key(definition_stage)
     if key is not None and (known := _fingerprints.get(key)) is not None:
         return known
+    facts = _facts.active()
+    if key is not None and facts is not None and (stored := facts.definition(key)) is not None:
+        _fingerprints[key] = stored
+        return stored
     try:
         fingerprint = str(_fingerprinter(definition_stage))
     except RecursionError:
@@ -57,6 +61,8 @@ def definition_fingerprint(definition_stage: Any) -> str:
         if len(_fingerprints) >= _MAX_FINGERPRINTS:
             _fingerprints.pop(next(iter(_fingerprints)))
         _fingerprints[key] = fingerprint
+        if facts is not None:
+            facts.remember_definition(key, fingerprint)
     return fingerprint
 
 
@@ -68,18 +74,24 @@ _MAX_FINGERPRINTS = 8192
 def _content_key(definition_stage: Any) -> str | None:
     """A digest of everything the fingerprinter reads (None: cannot tell, fingerprint it)."""
     made = _compat.content_bytes(definition_stage, _REDUCTIONS)
-    return None if made is None else digest(made[0])
+    return None if made is None else _facts.content_key(*made)
 
 
 @functools.lru_cache(maxsize=4096)
-def _source_facts(code: types.CodeType, func: types.FunctionType) -> tuple[str, dict[str, list[tuple[str, ...]]]]:
-    """Dedented source and, per root name, the attribute chains it reads. Cached per code object."""
+def _source_text(code: types.CodeType, func: types.FunctionType) -> str:
+    """Dedented source of a function. Cached per code object."""
     try:
-        source = textwrap.dedent(inspect.getsource(func))
+        return textwrap.dedent(inspect.getsource(func))
     except (OSError, TypeError) as error:
         raise ValueError(f"no source for '{func.__qualname__}'") from error
+
+
+@functools.lru_cache(maxsize=4096)
+def _attribute_chains(code: types.CodeType, func: types.FunctionType) -> dict[str, list[tuple[str, ...]]]:
+    """Per root name, the attribute chains the source reads. Cached per code object; parsed
+    only for functions with a module among their closure variables (nothing else uses it)."""
     chains: dict[str, list[tuple[str, ...]]] = {}
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(ast.parse(_source_text(code, func))):
         if isinstance(node, ast.Attribute):
             parts: list[str] = []
             value: ast.expr = node
@@ -88,7 +100,7 @@ def _source_facts(code: types.CodeType, func: types.FunctionType) -> tuple[str, 
                 value = value.value
             if isinstance(value, ast.Name):
                 chains.setdefault(value.id, []).append(tuple(reversed(parts)))
-    return source, chains
+    return chains
 
 
 def _module_reads(module: types.ModuleType, chains: list[tuple[str, ...]]) -> dict[str, Any]:
@@ -110,13 +122,13 @@ _MISSING = object()
 
 
 def _function_pieces(func: types.FunctionType) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]:
-    source, chains = _source_facts(func.__code__, func)
+    source = _source_text(func.__code__, func)
     closure = _compat.closure_vars(func)
     by_value = {}
     modules = {}
     for name, value in closure.items():
         if isinstance(value, types.ModuleType):
-            modules[name] = _module_reads(value, chains.get(name, []))
+            modules[name] = _module_reads(value, _attribute_chains(func.__code__, func).get(name, []))
         else:
             by_value[name] = value
     return source, by_value, modules, dict(func.__annotations__)
