@@ -8,10 +8,10 @@ For each program and backend, in fresh processes (median of ``BENCH_REPEATS``):
 - gtcache hit: ``GTCACHE_DIR`` set, the variant in the store;
 - floor: gt4py's ``backend.load_artifact`` of the stored artifact, nothing else.
 
-Plus the start-up cost of the ``.pth`` hook, a process warm-starting many variants,
-store operations at scale, warm throughput, remote hits against local hits and
-compiles (``bench/remote.py``; it starts redis-server and nginx on loopback ports)
-and GPU variants warmed without a GPU (``bench/gpu.py``). Writes the tables to
+Plus the start-up cost of the ``.pth`` hook, a process warm-starting 200 variants
+(``BENCH_MANY``), store operations at scale, warm throughput, remote hits against
+local hits and compiles (``bench/remote.py``; it starts redis-server and nginx on
+loopback ports) and GPU variants warmed without a GPU (``bench/gpu.py``). Writes the tables to
 docs/benchmarks.md and prints them.
 """
 
@@ -38,7 +38,7 @@ import scale  # noqa: E402
 import warm as warm_bench  # noqa: E402
 CHILD = ROOT / "bench" / "_child.py"
 REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
-MANY = int(os.environ.get("BENCH_MANY", "50"))
+MANY = int(os.environ.get("BENCH_MANY", "200"))  # the size of a real model
 PROGRAMS = [
     ("axpy", "cartesian, 1 operator"),
     ("edge_diff", "unstructured, 1 connectivity"),
@@ -115,12 +115,15 @@ def warm_start_many(work: pathlib.Path, store: pathlib.Path) -> dict[str, Any]:
     total = sum(o["seconds"] for o in hit["outcomes"]) * 1e3
     load = sum(o["load_seconds"] for o in hit["outcomes"]) * 1e3
     per_variant = statistics.median(o["seconds"] for o in hit["outcomes"]) * 1e3
+    # Every hit after the process's first: what a model's further variants cost each.
+    further_own = statistics.median((o["seconds"] - o["load_seconds"]) for o in hit["outcomes"][1:]) * 1e3
     gt4py_only = {k: v for k, v in env.items() if k != "GTCACHE_DIR"}
     serial = child("many", "gtfn_cpu", str(MANY), env={**gt4py_only, "GT4PY_BUILD_JOBS": "0"})
     return {
         "variants": MANY, "cold_ms": fill["ms"], "hit_ms": hit["ms"], "in_gtcache_ms": total,
         "load_ms": load, "own_ms": total - load, "gt4py_serial_ms": serial["ms"],
         "per_variant_ms": per_variant, "gt4py_serial_per_variant_ms": serial["ms"] / MANY,
+        "further_own_ms": further_own,
     }
 
 
@@ -155,9 +158,42 @@ def render(rows: list[dict[str, Any]], start: dict[str, float], many: dict[str, 
     lines += [
         "",
         "*gtcache own*: the hit's time minus gt4py's `load_artifact` (keys, lookup, checksums).",
-        "With one variant per process, every hit here also pays gtcache's once-per-process",
-        "costs (toolchain facts, the backend's fingerprint, about 3 ms); a process starting many",
-        "variants pays them once (next table).",
+        '',
+        "### Where a first hit's time goes",
+        '',
+        "A fresh process's first hit (gtfn, the small examples) spends, besides the load, roughly",
+        '(CPU time, measured on this shared 2-core machine while it was busy, medians of 7',
+        'fresh processes): opening the store 0.6-0.9 ms (the layout file, the owner and',
+        "permission checks of the store, its folders and its parents); reading the store's",
+        'facts file 0.3 ms; the definition fingerprint 0.6 ms (its source text, 0.15 ms a',
+        "function, and the fast serialization that finds the stored fingerprint); the backend's",
+        'configuration 0.5 ms (serializing it to find the stored fingerprint); the connectivity',
+        'types 0.25 ms; the toolchain facts 0.25 ms (the compiler found on `PATH` and',
+        "stat'ed); the direct link, `entry.json` (parsed, checked, its `record_xxh3`",
+        "recomputed) and the payload's checksum 0.5 ms. What is no longer paid: gt4py's",
+        'fingerprinting of the backend (1-4 ms) and of the definition (about 1 ms a program the',
+        'first time), listing every `sys.path` folder for distribution versions (up to 5 ms on a',
+        'slow file system), and a codec import for reading the direct link: the first three are',
+        "kept in the store's facts file (`facts/`, see docs/keys.md), checked by what they depend",
+        "on. A further hit in the same process pays the definition's serialization, the lookup",
+        'and the checksums, about 0.4 ms.',
+        '',
+        '### dace: a hit cannot skip parsing the SDFG',
+        '',
+        "Most of a dace hit is gt4py's own `load_artifact`, and most of that is",
+        '`dace.SDFG.from_json`. Nothing in gt4py 1.2.3 or dace 2.0.0a10 loads a compiled SDFG',
+        'without an SDFG object: `DaCeCompilationArtifact.load` parses the stored JSON and calls',
+        '`dace.codegen.compiler.get_program_handle(library, sdfg)`, and `CompiledSDFG` reads the',
+        'SDFG as it is built (its argument list and signature, free symbols, constants, every',
+        "nested array and node, to find GPU storage and external workspaces), as does gt4py's",
+        "`CompiledDaceProgram` (`sdfg.arglist()`, the build folder). dace's only other form of an",
+        'SDFG is the same JSON, gzipped (`program.sdfgz`, slower still), and its binary cache',
+        '(`load_precompiled_sdfg`) reads that file too. The only way around the parse would be',
+        "a pickled `CompiledSDFG` or SDFG, which a store never holds (unpickling a store's files",
+        'would run whatever they say), or a pruned SDFG handed to dace, which changes what',
+        '`CompiledSDFG` sees: neither is done. gt4py marks the same spot (`compilation.py`,',
+        '"drop `sdfg_json` once dace exposes a load path that doesn\'t require an SDFG instance");',
+        'until then a dace hit costs about the bare load, which is what the table shows.',
         "",
         "## Start-up and many variants",
         "",
@@ -172,6 +208,7 @@ def render(rows: list[dict[str, Any]], start: dict[str, float], many: dict[str, 
         f"| of which gt4py's `load_artifact` (dlopen) | {many['load_ms']:,.0f} ms |",
         f"| of which gtcache's own work | {many['own_ms']:,.0f} ms |",
         f"| per variant: gtcache hit (median) | {many['per_variant_ms']:.2f} ms |",
+        f"| per variant after the first: gtcache's own work (median) | {many['further_own_ms']:.2f} ms |",
         f"| per variant: gt4py warm serial (mean) | {many['gt4py_serial_per_variant_ms']:.2f} ms |",
         "",
         "## Targets",
@@ -192,7 +229,13 @@ def render(rows: list[dict[str, Any]], start: dict[str, float], many: dict[str, 
         ),
         _target("dace hit no slower than the bare load", ", ".join(f"{h:.1f} vs {f:.1f} ms" for h, f in dace), all(h <= f * 1.1 + 1 for h, f in dace)),
         _target("`.pth` hook adds <= 15 ms to start-up", f"{start['added']:.1f} ms", start["added"] <= 15),
-        _target(f"warm start of {many['variants']} programs spends <= 0.3 s in gtcache", f"{many['in_gtcache_ms'] / 1e3:.3f} s", many["in_gtcache_ms"] <= 300),
+        _target(f"warm start of {many['variants']} variants spends <= {0.15 * many['variants'] / 200:.3g} s in gtcache"
+                " (0.15 s per 200)", f"{many['in_gtcache_ms'] / 1e3:.3f} s", many["in_gtcache_ms"] <= 0.75 * many["variants"]),
+        _target("every hit after a process's first <= 0.5 ms of gtcache's own work", f"{many['further_own_ms']:.2f} ms",
+                many["further_own_ms"] <= 0.5),
+        _target("first hit in a fresh process: gtcache's own work <= 2 ms (gtfn)",
+                ", ".join(f"{r['program']} {r['gtcache_own']:.2f} ms" for r in rows if r["backend"] == "gtfn_cpu"),
+                all(r["gtcache_own"] <= 2 for r in rows if r["backend"] == "gtfn_cpu")),
         "",
     ]
     return "\n".join(lines)

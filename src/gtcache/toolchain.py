@@ -40,6 +40,8 @@ __all__ = [
     "gpu_facts",
     "gpu_kind",
     "gpu_toolkit_facts",
+    "listed_versions",
+    "seed_installed_versions",
     "supported_archs",
     "target_arch",
     "toolchain_facts",
@@ -94,6 +96,26 @@ def _version(module_name: str) -> str | None:
     return _installed_versions().get(module_name.lower().replace("-", "_"))
 
 
+#: Distribution versions handed in by ``seed_installed_versions`` (the hook's facts file).
+_SEEDED_VERSIONS: dict[str, str] | None = None
+
+
+def seed_installed_versions(versions: dict[str, str]) -> None:
+    """Use ``versions`` instead of listing ``sys.path`` (what ``installed_versions`` returned in
+    a process with the very same ``sys.path`` folders, unchanged since: the caller checks that)."""
+    global _SEEDED_VERSIONS
+    if _installed_versions.cache_info().currsize == 0:
+        _SEEDED_VERSIONS = dict(versions)
+
+
+def listed_versions() -> dict[str, str] | None:
+    """What this process listed on ``sys.path`` (None: it did not list, or was handed them)."""
+    if _installed_versions.cache_info().currsize == 0:
+        return None
+    versions = _installed_versions()
+    return None if versions is _SEEDED_VERSIONS else dict(versions)
+
+
 @functools.cache
 def _installed_versions() -> dict[str, str]:
     """Distribution versions from the ``<name>-<version>.dist-info`` folder names on sys.path.
@@ -101,6 +123,8 @@ def _installed_versions() -> dict[str, str]:
     One directory listing per path entry instead of ``importlib.metadata``, which
     parses each distribution's METADATA (about 0.5 ms a package, on the hit path).
     """
+    if _SEEDED_VERSIONS is not None:
+        return _SEEDED_VERSIONS
     versions: dict[str, str] = {}
     for entry in sys.path:
         try:

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 #: The hook installs when gt4py.next is imported (GTCACHE_DIR); events are counted from
 #: the first compile call to the end of wait_for_compilation.
 CHILD = """
-import collections, json, sys
+import collections, json, os, sys
 
 WATCHED = ("diskcache", "sqlite3", "tomllib", "platformdirs")
 OURS = ("gtcache.policies", "gtcache.warm", "gtcache.store._diskcache", "gtcache.explain")
@@ -48,6 +48,8 @@ def main():
     def audit(event, args):
         if watching[0] and event in ("open", "os.listdir", "os.scandir", "sqlite3.connect"):
             seen[event].append(str(args[0]) if args else "")
+            if event == "open" and len(args) > 2 and isinstance(args[2], int) and args[2] & (os.O_WRONLY | os.O_RDWR):
+                seen["write"].append(str(args[0]))
 
     sys.addaudithook(audit)
     before = set(sys.modules)
@@ -68,8 +70,9 @@ if __name__ == "__main__":
     main()
 """
 
-#: The files a hit reads in the store: the layout marker, the direct link, entry.json.
-_MAX_METADATA_OPENS = 3
+#: The files a hit reads in the store: the layout marker, the facts file, the direct link,
+#: entry.json.
+_MAX_METADATA_OPENS = 4
 
 
 @pytest.mark.parametrize("example, backend", [("axpy", "gtfn_cpu"), ("edge_diff", "roundtrip")])
@@ -87,9 +90,16 @@ def test_a_hit_lists_no_folder_opens_no_index_and_imports_no_maintenance_code(
         return json.loads(next(line for line in out.splitlines() if line.startswith("RESULT ")).removeprefix("RESULT "))
 
     gt4py_alone = set(child("--baseline")["modules"])
+    # The first process of an environment may store what it computed (facts/, nothing else);
+    # the next one reads it and writes nothing.
+    first = child(example, backend, str(SIZE), str(store_copy), GTCACHE_DIR=str(store_copy))
+    assert first["statuses"] == ["hit"], first
+    assert all("/facts/" in path for path in first["in_store"].get("write", [])), first["in_store"]
     report = child(example, backend, str(SIZE), str(store_copy), GTCACHE_DIR=str(store_copy))
     assert report["statuses"] == ["hit"], report
     in_store = report["in_store"]
+    assert not in_store.get("write"), in_store
+    assert any("/facts/" in path for path in in_store["open"]), "the facts file is read"
     assert not in_store.get("os.listdir") and not in_store.get("os.scandir"), in_store
     assert report["sqlite"] == 0, "a hit never opens the index"
     entry = compiled_store.variant(example, backend).key

@@ -106,3 +106,46 @@ def test_definition_without_source_has_no_direct_key() -> None:
     stage = stages.DSLFieldOperatorDef(definition=eval("lambda a: a"))  # no source file behind it
     with pytest.raises(ValueError, match="no source"):
         definition_fingerprint(stage)
+
+
+NESTED_SOURCE = '''
+import gt4py.next as gtx
+from gt4py.next import Dims, Field, float64
+
+IDim = gtx.Dimension("IDim")
+FACTOR = 2.0
+OFFSET = 1.0
+
+
+@gtx.field_operator
+def inner(a: Field[Dims[IDim], float64]) -> Field[Dims[IDim], float64]:
+    return a + OFFSET
+
+
+@gtx.field_operator
+def op(a: Field[Dims[IDim], float64]) -> Field[Dims[IDim], float64]:
+    return inner(a) * FACTOR
+'''
+
+
+@pytest.mark.parametrize("name, value", [("FACTOR", 3.0), ("OFFSET", 5.0)])
+def test_a_rebound_closure_variable_changes_the_fingerprint_in_the_same_process(
+    tmp_path: pathlib.Path, name: str, value: float
+) -> None:
+    from gtcache.gt4py import definition
+
+    (tmp_path / f"nested_{name}.py").write_text(NESTED_SOURCE)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        module = __import__(f"nested_{name}")
+    finally:
+        sys.path.remove(str(tmp_path))
+    stage = module.op.definition_stage
+    before = definition_fingerprint(stage)
+    assert definition_fingerprint(stage) == before  # (served from this process's memo)
+    setattr(module, name, value)  # the frontend would read the new value: so must the key
+    after = definition_fingerprint(stage)
+    assert after != before
+    assert after == str(definition._fingerprinter(stage))
+    setattr(module, name, {"FACTOR": 2.0, "OFFSET": 1.0}[name])
+    assert definition_fingerprint(stage) == before

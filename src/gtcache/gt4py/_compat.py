@@ -16,8 +16,14 @@ checks it (the "gt4py" contract in pyproject.toml; docs/architecture.md, "Layers
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import enum
 import importlib
+import io
+import pickle
+import types
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import gt4py
@@ -45,8 +51,10 @@ __all__ = [
     "DeviceType",
     "artifact_class",
     "backend",
+    "backend_digest",
     "backend_fingerprint",
     "backend_short_name",
+    "content_bytes",
     "closure_vars",
     "fingerprinting",
     "has_custom_compile",
@@ -173,6 +181,89 @@ def backend_fingerprint(backend: Any) -> str:
     references callables by qualified name.
     """
     return str(_backend_fingerprinter((backend.executor, backend.transforms)))
+
+
+def backend_digest(backend: Any) -> tuple[bytes, frozenset[str]] | None:
+    """What ``backend_fingerprint`` reads, serialized fast (``content_bytes``), and the modules
+    of the data classes in it; None when it cannot be serialized (then nothing is cached)."""
+    return content_bytes((backend.executor, backend.transforms))
+
+
+#: A custom reduction for ``content_bytes``: (a module-level marker function, its arguments).
+Reduction = tuple[Callable[..., Any], tuple[Any, ...]]
+
+
+def content_bytes(
+    obj: Any, overrides: Mapping[type, Callable[[Any], Reduction]] | None = None
+) -> tuple[bytes, frozenset[str]] | None:
+    """A serialization of everything a strict gt4py fingerprint of ``obj`` reads, made fast (C
+    pickling), and the modules of the data classes in it; None when it cannot be made.
+
+    Equal serializations mean equal fingerprints: data classes are written as their class
+    (by reference) and the fields gt4py fingerprints (``gt4py_metadata(fingerprint=False)``
+    ones left out, as gt4py does); classes and functions by a qualified name gt4py accepts;
+    everything else as pickle writes it, through the same ``__reduce_ex__(2)`` / ``copyreg``
+    reduction gt4py's fallback deconstructs (containers and enums with all their content).
+    ``overrides`` (by type, looked up along the MRO like gt4py's dispatch) mirror a
+    fingerprinter's own deconstructors. Objects gt4py treats otherwise (mocks, data classes
+    that are also containers, modules) make it None. The bytes are hashed, never unpickled.
+    """
+    data_fields: Any = getattr(fingerprinting, "_data_fields", None)
+    fingerprinted: Any = getattr(fingerprinting, "_is_fingerprinted_field", None)
+    reference: Any = getattr(fingerprinting, "_reference_by_fully_qualified_name", None)
+    if data_fields is None or fingerprinted is None or reference is None:
+        return None  # another gt4py: no shortcut
+    modules: set[str] = set()
+    custom = dict(overrides or {})
+
+    class _Pickler(pickle.Pickler):
+        def reducer_override(self, obj: Any) -> Any:
+            if obj is data_fields_of or obj is mirrored:
+                return NotImplemented
+            cls = type(obj)
+            if custom:
+                for base in cls.__mro__:
+                    if base in custom:
+                        return custom[base](obj)
+            if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
+                reference(obj, True)  # TypeError where gt4py refuses the reference
+                return NotImplemented  # pickled by reference (pickle checks the name resolves too)
+            fields = data_fields(cls)
+            if fields is None:
+                if isinstance(obj, types.ModuleType):
+                    raise TypeError("a module")
+                return NotImplemented
+            if not _PLAIN_DATA_CLASS.isdisjoint(cls.__mro__[1:]):
+                raise TypeError(f"data class '{cls.__qualname__}' is also a container, enum or mock")
+            modules.add(cls.__module__)
+            return data_fields_of, (cls, tuple((f.name, getattr(obj, f.name)) for f in fields if fingerprinted(f.metadata)))
+
+    stream = io.BytesIO()
+    try:
+        _Pickler(stream, protocol=2).dump(obj)
+    except Exception:  # pickling refused something (or an override did): no shortcut
+        return None
+    return stream.getvalue(), frozenset(modules)
+
+
+def data_fields_of(*_pieces: Any) -> None:
+    """Marks a data class's fingerprinted fields in ``content_bytes`` (never called)."""
+    raise RuntimeError("never unpickled")
+
+
+def mirrored(*_pieces: Any) -> None:
+    """Marks the pieces of a fingerprinter's own deconstruction in ``content_bytes`` (never called)."""
+    raise RuntimeError("never unpickled")
+
+
+#: Bases gt4py deconstructs by their own rules (a data class with one of them is not
+#: deconstructed by its fields): ``backend_digest`` makes no shortcut for such objects.
+_PLAIN_DATA_CLASS = frozenset({
+    tuple, list, dict, set, frozenset, collections.defaultdict, int, float, complex, str, bytes, bytearray,
+    bool, enum.Enum, enum.Flag, enum.IntEnum, enum.IntFlag, enum.EnumMeta,
+    *(cls for cls in (getattr(enum, "StrEnum", None), getattr(getattr(fingerprinting, "eve_utils", None), "Namespace", None),
+                      getattr(getattr(fingerprinting, "mock", None), "Mock", None)) if isinstance(cls, type)),
+})
 
 
 def has_custom_compile(backend: Any) -> bool:

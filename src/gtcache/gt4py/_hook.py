@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from gtcache.errors import CorruptEntryError, GtcacheError, UnsupportedArtifactError
-from gtcache.gt4py import _compat
+from gtcache.gt4py import _compat, _facts
 from gtcache.gt4py._loading import LoadedArtifact, artifact_of, publish_artifact
 from gtcache.gt4py.ingredients import (
     BUILD_KEY_KIND,
@@ -242,6 +242,7 @@ class Hook:
         start = time.perf_counter()
         if self._opener is not None:
             self._open()
+        self._use_facts()
         stores = self._stores()
         if not stores:
             return original(backend, definition_stage, cta)
@@ -338,6 +339,7 @@ class Hook:
         try:
             if self._opener is not None:
                 self._open()
+            self._use_facts()
             if self.store is None:
                 raise GtcacheError("no store to plan against")
             if _compat.has_custom_compile(backend):
@@ -392,6 +394,12 @@ class Hook:
                     finally:
                         self._remote_from = None
         return self.remote
+
+    def _use_facts(self) -> None:
+        """The slow, file-bound facts (backend fingerprints, versions) of this hook's store."""
+        if self.store is not None and _facts.active_store() is not self.store:
+            _facts.use(self.store, verify=self.config.self_check,
+                       warn=lambda problem: self.warn_once(problem, "using the computed value"))
 
     def _writable_remote(self) -> RemoteTiers | None:
         """The remote tiers, when there are any and a writable store to copy their entries into."""

@@ -30,30 +30,68 @@ import textwrap
 import types
 from typing import Any
 
-from gtcache.gt4py import _compat
+from gtcache.gt4py import _compat, _facts
 
 __all__ = ["definition_fingerprint"]
 
 
 def definition_fingerprint(definition_stage: Any) -> str:
-    """Fingerprint a ``DSLProgramDef`` / ``DSLFieldOperatorDef`` by content, location-free."""
+    """Fingerprint a ``DSLProgramDef`` / ``DSLFieldOperatorDef`` by content, location-free.
+
+    Every call reads the definition and its closure anew (a closure variable may have been
+    rebound since), but gt4py's fingerprinting, slow per object, runs only for content not
+    fingerprinted yet, in this process or (through the store's facts file) in an earlier one
+    in this environment: ``_content_key`` serializes what the fingerprinter reads, fast, and
+    equal serializations have equal fingerprints.
+    """
+    key = _content_key(definition_stage)
+    if key is not None and (known := _fingerprints.get(key)) is not None:
+        return known
+    facts = _facts.active()
+    if key is not None and facts is not None and (stored := facts.definition(key)) is not None:
+        _fingerprints[key] = stored
+        return stored
     try:
-        return str(_fingerprinter(definition_stage))
+        fingerprint = str(_fingerprinter(definition_stage))
     except RecursionError:
         raise ValueError("the definition's closure is too deep to fingerprint") from None
     except Exception as error:  # the fingerprinter rejects what it cannot key by content
         raise ValueError(f"cannot fingerprint the definition by content ({error})") from error
+    if key is not None:
+        if len(_fingerprints) >= _MAX_FINGERPRINTS:
+            _fingerprints.pop(next(iter(_fingerprints)))
+        _fingerprints[key] = fingerprint
+        if facts is not None:
+            facts.remember_definition(key, fingerprint)
+    return fingerprint
+
+
+#: Fingerprints by ``_content_key`` (this process's; bounded).
+_fingerprints: dict[str, str] = {}
+_MAX_FINGERPRINTS = 8192
+
+
+def _content_key(definition_stage: Any) -> str | None:
+    """A digest of everything the fingerprinter reads (None: cannot tell, fingerprint it)."""
+    made = _compat.content_bytes(definition_stage, _REDUCTIONS)
+    return None if made is None else _facts.content_key(*made)
 
 
 @functools.lru_cache(maxsize=4096)
-def _source_facts(code: types.CodeType, func: types.FunctionType) -> tuple[str, dict[str, list[tuple[str, ...]]]]:
-    """Dedented source and, per root name, the attribute chains it reads. Cached per code object."""
+def _source_text(code: types.CodeType, func: types.FunctionType) -> str:
+    """Dedented source of a function. Cached per code object."""
     try:
-        source = textwrap.dedent(inspect.getsource(func))
+        return textwrap.dedent(inspect.getsource(func))
     except (OSError, TypeError) as error:
         raise ValueError(f"no source for '{func.__qualname__}'") from error
+
+
+@functools.lru_cache(maxsize=4096)
+def _attribute_chains(code: types.CodeType, func: types.FunctionType) -> dict[str, list[tuple[str, ...]]]:
+    """Per root name, the attribute chains the source reads. Cached per code object; parsed
+    only for functions with a module among their closure variables (nothing else uses it)."""
     chains: dict[str, list[tuple[str, ...]]] = {}
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(ast.parse(_source_text(code, func))):
         if isinstance(node, ast.Attribute):
             parts: list[str] = []
             value: ast.expr = node
@@ -62,7 +100,7 @@ def _source_facts(code: types.CodeType, func: types.FunctionType) -> tuple[str, 
                 value = value.value
             if isinstance(value, ast.Name):
                 chains.setdefault(value.id, []).append(tuple(reversed(parts)))
-    return source, chains
+    return chains
 
 
 def _module_reads(module: types.ModuleType, chains: list[tuple[str, ...]]) -> dict[str, Any]:
@@ -83,19 +121,21 @@ def _module_reads(module: types.ModuleType, chains: list[tuple[str, ...]]) -> di
 _MISSING = object()
 
 
-def _deconstruct_function(func: types.FunctionType) -> Any:
-    source, chains = _source_facts(func.__code__, func)
+def _function_pieces(func: types.FunctionType) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]:
+    source = _source_text(func.__code__, func)
     closure = _compat.closure_vars(func)
     by_value = {}
     modules = {}
     for name, value in closure.items():
         if isinstance(value, types.ModuleType):
-            modules[name] = _module_reads(value, chains.get(name, []))
+            modules[name] = _module_reads(value, _attribute_chains(func.__code__, func).get(name, []))
         else:
             by_value[name] = value
-    return _compat.fingerprinting.Deconstruction.from_pieces(
-        source, by_value, modules, dict(func.__annotations__), state=b"gtcache-dsl-function"
-    )
+    return source, by_value, modules, dict(func.__annotations__)
+
+
+def _deconstruct_function(func: types.FunctionType) -> Any:
+    return _compat.fingerprinting.Deconstruction.from_pieces(*_function_pieces(func), state=b"gtcache-dsl-function")
 
 
 def _refuse_module(module: types.ModuleType) -> Any:
@@ -117,6 +157,27 @@ def _deconstruct_enum_member(member: enum.Enum) -> Any:
     return _compat.fingerprinting.Deconstruction.from_pieces(
         type(member).__qualname__, member.name, member.value, state=b"gtcache-enum-member"
     )
+
+
+# The same pieces for ``_content_key`` (each tagged like its deconstruction's ``state``).
+def _reduce_function(func: types.FunctionType) -> _compat.Reduction:
+    return _compat.mirrored, (b"gtcache-dsl-function", *_function_pieces(func))
+
+
+def _reduce_enum_class(cls: type[enum.Enum]) -> _compat.Reduction:
+    return _compat.mirrored, (b"gtcache-enum-class", cls.__qualname__, {n: m.value for n, m in cls.__members__.items()})
+
+
+def _reduce_enum_member(member: enum.Enum) -> _compat.Reduction:
+    return _compat.mirrored, (b"gtcache-enum-member", type(member).__qualname__, member.name, member.value)
+
+
+_REDUCTIONS: dict[type, Any] = {
+    types.FunctionType: _reduce_function,
+    types.ModuleType: _refuse_module,
+    enum.EnumMeta: _reduce_enum_class,
+    enum.Enum: _reduce_enum_member,
+}
 
 
 _fingerprinter = _compat.fingerprinting.make_fingerprinter(

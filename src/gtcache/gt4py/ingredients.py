@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from gtcache import toolchain
-from gtcache.gt4py import _compat
+from gtcache.gt4py import _compat, _facts
 from gtcache.gt4py.definition import definition_fingerprint
 from gtcache.keys import make_key
 
@@ -59,7 +59,7 @@ def _backend_config(backend: Any) -> str:
     cached = _backend_fingerprints.get(id(backend))
     if cached is not None and cached[0] is backend:
         return cached[1]
-    fingerprint = _compat.backend_fingerprint(backend)
+    fingerprint = _facts.backend_config(backend)
     _backend_fingerprints[id(backend)] = (backend, fingerprint)
     return fingerprint
 
@@ -68,6 +68,7 @@ def _shared_ingredients(backend: Any, args: Any) -> dict[str, Any]:
     name = backend_name(backend)
     family = toolchain.backend_family(name)
     facts = toolchain.toolchain_facts(family)
+    _facts.remember_versions()
     device = _device_type(backend)
     arch = toolchain.device_arch(device)
     kind = toolchain.gpu_kind(device)

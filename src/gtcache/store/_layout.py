@@ -16,6 +16,7 @@ __all__ = [
     "ENTRIES_DIR",
     "ENTRY_FILE",
     "ENTRY_PATH_PATTERN",
+    "FACTS_DIR",
     "FIXED_DIRS",
     "INDEX_DIR",
     "KEY_PATTERN",
@@ -46,13 +47,16 @@ TRASH_DIR = "trash"
 QUARANTINE_DIR = "quarantine"
 LEDGER_DIR = "ledger"
 LOCKS_DIR = "locks"
+#: Facts about an environment that are slow to compute and change only with files
+#: (``facts/<environment digest>.json``): a hint, never the truth; any of them may be deleted.
+FACTS_DIR = "facts"
 CONFIG_FILE = "gtcache.toml"
 INDEX_DIR = "index"
 ENTRY_FILE = "entry.json"
 
 #: The store's own folders (``index`` too when the index lives in the store): each is a
 #: real folder or absent, never a symlink; maintenance refuses to write through one.
-FIXED_DIRS = (ENTRIES_DIR, TMP_DIR, TRASH_DIR, QUARANTINE_DIR, LEDGER_DIR, DIRECT_DIR, LOCKS_DIR)
+FIXED_DIRS = (ENTRIES_DIR, TMP_DIR, TRASH_DIR, QUARANTINE_DIR, LEDGER_DIR, DIRECT_DIR, LOCKS_DIR, FACTS_DIR)
 
 #: A key: 128 bits as 32 lowercase hex digits (xxh3-128 of canonical bytes).
 KEY_PATTERN = re.compile(r"^[0-9a-f]{32}$")

@@ -62,7 +62,7 @@ def open_store(
 _STORE_NAMES = frozenset({
     _layout.ENTRIES_DIR, _layout.TMP_DIR, _layout.TRASH_DIR, _layout.CACHEDIR_TAG, _layout.LAYOUT_FILE,
     _layout.INDEX_DIR, _layout.DIRECT_DIR, _layout.QUARANTINE_DIR, _layout.LEDGER_DIR, _layout.LOCKS_DIR,
-    _layout.CONFIG_FILE,
+    _layout.CONFIG_FILE, _layout.FACTS_DIR,
 })
 
 

@@ -183,11 +183,42 @@ class Store:
 
     def resolve_direct(self, direct_key: str) -> str | None:
         """The build key a direct key was linked to, or ``None``. Never raises."""
-        try:
-            text = _layout.direct_link(self.root, direct_key).read_text(encoding="ascii").strip()
+        try:  # bytes, decoded here: a text-mode open looks the codec up (an import, the first time)
+            with open(_layout.direct_link(self.root, direct_key), "rb") as stream:
+                text = stream.read(256).decode("ascii").strip()
         except (OSError, UnicodeDecodeError):
             return None
         return text if _layout.is_key(text) else None
+
+    # -- environment facts (a hint: see FACTS_DIR) ---------------------------------------
+
+    def read_facts(self, name: str) -> dict[str, Any] | None:
+        """The JSON object of ``facts/<name>.json``; None when absent, unreadable, untrusted
+        or not an object. Never raises: whoever uses a fact checks it (or recomputes it)."""
+        if not _layout.is_key(name):
+            return None
+        try:
+            fd, st = _files.open_regular(f"{self.root}/{_layout.FACTS_DIR}/{name}.json")
+            try:
+                data = _read_fd(fd, st.st_size)
+            finally:
+                os.close(fd)
+            if self.trust is not None and self.trust.file_problem(_layout.FACTS_DIR, st):
+                return None
+            value = json.loads(data)
+        except (OSError, ValueError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    def write_facts(self, name: str, value: Mapping[str, Any]) -> None:
+        """Replace ``facts/<name>.json`` atomically (not fsynced: a lost file is recomputed).
+        Does nothing in a read-only store or one with an unsafe fixed folder."""
+        if not _layout.is_key(name) or self.read_only or self.unsafe_folders():
+            return
+        folder = self.root / _layout.FACTS_DIR
+        self.modes.make_folder(folder)
+        _files.atomic_write_text(folder / f"{name}.json", json.dumps(value, sort_keys=True), durable=False,
+                                 mode=self.modes.file)
 
     def link_direct(self, direct_key: str, build_key: str) -> None:
         """Record that ``direct_key`` names the entry ``build_key`` (atomic; last writer wins)."""

@@ -146,7 +146,8 @@ def check_store(root: pathlib.Path, index_dir: pathlib.Path | None, policy: Trus
     checks: list[tuple[str, bool]] = [(str(parent), True) for parent in reversed(real.parents)]
     checks.append((str(real), False))
     for name in (_layout.ENTRIES_DIR, _layout.DIRECT_DIR, _layout.TMP_DIR, _layout.TRASH_DIR,
-                 _layout.QUARANTINE_DIR, _layout.LEDGER_DIR, _layout.LOCKS_DIR, _layout.INDEX_DIR):
+                 _layout.QUARANTINE_DIR, _layout.LEDGER_DIR, _layout.LOCKS_DIR, _layout.INDEX_DIR,
+                 _layout.FACTS_DIR):
         checks.append((f"{real}/{name}", False))
     if index_dir is not None:
         real_index = pathlib.Path(os.path.realpath(index_dir))

@@ -1,0 +1,231 @@
+"""Facts that are slow to compute and change only when files change, kept in the store.
+
+A fresh process would otherwise pay for them on its first hit: the backend's
+configuration fingerprint (gt4py's fingerprinting walks the whole toolchain, 1-4 ms)
+and the installed distributions' versions (one listing per ``sys.path`` folder).
+They live in ``facts/<environment>.json`` (``Store.read_facts`` / ``write_facts``), where
+``<environment>`` digests what could make them differ: the versions of gtcache, gt4py
+and Python, the interpreter, and the identity (size, modification time, inode) of the
+code that computes them (gt4py's ``fingerprinting``, gtcache's ``_compat`` and this file).
+
+Each fact is checked before use, never trusted over correctness:
+
+- ``backend_config`` maps a digest of *everything the fingerprint reads* (the backend's
+  fingerprinted state, serialized by ``_compat.backend_digest``, plus the identity of
+  the modules defining its data classes) to the fingerprint. Another option, another
+  step, an edited module: another digest, and the fingerprint is computed afresh.
+- ``definitions`` maps a digest of everything the direct key's definition fingerprint
+  reads (source texts, closure values, the modules of its data classes; see
+  ``definition.py``) to that fingerprint (gt4py's fingerprinting is slow the first
+  time, about 1 ms a program).
+- ``versions`` is kept with the identity (device, inode, modification and change time)
+  of every ``sys.path`` folder: installing or removing a distribution changes its folder.
+
+With ``GTCACHE_SELF_CHECK=1`` every fact read is computed as well and compared: a
+difference is a warning, and the computed value is used. The file is a hint: it may be
+deleted at any time, and a damaged one is ignored and rewritten.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from gtcache import toolchain
+from gtcache._version import __version__
+from gtcache.gt4py import _compat
+from gtcache.keys import canonical_bytes, digest
+from gtcache.store import Store
+
+__all__ = ["Facts", "active", "active_store", "backend_config", "content_key", "remember_versions", "use"]
+
+_FORMAT = "gtcache-facts"
+_VERSION = 1
+#: At most this many backend / definition fingerprints per file (any beyond are recomputed).
+_MAX_BACKENDS = 64
+_MAX_DEFINITIONS = 4096
+
+_active: Facts | None = None
+
+
+def use(store: Store | None, *, verify: bool = False, warn: Callable[[str], None] | None = None) -> None:
+    """Read this environment's facts from ``store`` (None: keep none); seeds the toolchain's versions."""
+    global _active
+    _active = None if store is None else Facts(store, verify=verify, warn=warn)
+    if _active is not None:
+        _active.seed_versions()
+
+
+def active() -> Facts | None:
+    return _active
+
+
+def active_store() -> Store | None:
+    return None if _active is None else _active.store
+
+
+def backend_config(backend: Any) -> str:
+    """The backend's configuration fingerprint, from the active facts when they have it."""
+    facts = _active
+    if facts is None:
+        return _compat.backend_fingerprint(backend)
+    return facts.backend_config(backend)
+
+
+def remember_versions() -> None:
+    """Keep the distribution versions ``toolchain`` listed in this process (if it listed them)."""
+    if _active is not None:
+        _active.remember_versions()
+
+
+class Facts:
+    """The facts file of this environment in one store; written when a fact is new."""
+
+    def __init__(self, store: Store, *, verify: bool = False, warn: Callable[[str], None] | None = None):
+        self.store = store
+        self.verify = verify
+        self._warn = warn
+        self._lock = threading.Lock()
+        self.environment = _environment()
+        self.backends: dict[str, str] = {}
+        self.definitions: dict[str, str] = {}
+        self.path: str | None = None
+        self.versions: dict[str, str] | None = None
+        self._path_now: str | None = None
+        self._remembered = False
+        data = store.read_facts(self.environment)
+        if data is not None and data.get("format") == _FORMAT and data.get("version") == _VERSION:
+            self.backends = _str_map(data.get("backend_config"))
+            self.definitions = _str_map(data.get("definitions"))
+            self.versions = _str_map(data.get("versions")) if isinstance(data.get("path"), str) else None
+            self.path = data.get("path") if self.versions is not None else None
+
+    # -- backend fingerprints -----------------------------------------------------------
+
+    def backend_config(self, backend: Any) -> str:
+        made = _compat.backend_digest(backend)
+        if made is None:
+            return _compat.backend_fingerprint(backend)
+        key = content_key(*made)
+        known = self.backends.get(key)
+        if known is not None and not self.verify:
+            return known
+        fingerprint = _compat.backend_fingerprint(backend)
+        if known is not None and known != fingerprint:
+            self._report(f"the stored fingerprint of backend '{getattr(backend, 'name', '?')}' is {known!r},"
+                         f" computing it gives {fingerprint!r}")
+        if known is None:
+            with self._lock:
+                if len(self.backends) >= _MAX_BACKENDS:
+                    self.backends.pop(next(iter(self.backends)))
+                self.backends[key] = fingerprint
+            self._save()
+        return fingerprint
+
+    # -- definition fingerprints --------------------------------------------------------
+
+    def definition(self, key: str) -> str | None:
+        """The stored fingerprint of the definition content ``key`` (see ``definition.py``)."""
+        return None if self.verify else self.definitions.get(key)
+
+    def remember_definition(self, key: str, fingerprint: str) -> None:
+        known = self.definitions.get(key)
+        if known is not None and known != fingerprint:  # only when verifying
+            self._report(f"the stored fingerprint of a definition is {known!r}, computing it gives {fingerprint!r}")
+        if known == fingerprint:
+            return
+        with self._lock:
+            if len(self.definitions) >= _MAX_DEFINITIONS:
+                self.definitions.pop(next(iter(self.definitions)))
+            self.definitions[key] = fingerprint
+        self._save()
+
+    # -- installed versions -------------------------------------------------------------
+
+    def seed_versions(self) -> None:
+        """Hand the stored versions to ``toolchain`` when ``sys.path``'s folders are as they were."""
+        self._path_now = _path_identity()
+        if self.versions is not None and self.path == self._path_now and not self.verify:
+            toolchain.seed_installed_versions(self.versions)
+
+    def remember_versions(self) -> None:
+        """After the toolchain facts: keep the versions ``toolchain`` listed, if it had to (once)."""
+        if self._remembered or (listed := toolchain.listed_versions()) is None:
+            return
+        self._remembered = True
+        path = self._path_now
+        if self.verify and self.path == path and self.versions is not None and listed != self.versions:
+            self._report("the stored distribution versions differ from the installed ones")
+        if self.path != path or self.versions != listed:
+            self.path, self.versions = path, listed
+            self._save()
+
+    # -- the file -----------------------------------------------------------------------
+
+    def _save(self) -> None:
+        with self._lock:
+            value = {
+                "format": _FORMAT, "version": _VERSION, "gtcache": __version__,
+                "backend_config": dict(self.backends), "definitions": dict(self.definitions),
+                "path": self.path, "versions": self.versions,
+            }
+        try:
+            self.store.write_facts(self.environment, value)
+        except Exception:  # a hint not written is recomputed by the next process
+            pass
+
+    def _report(self, problem: str) -> None:
+        """A stored fact that computing contradicts (self-check): a warning; the computed one is used."""
+        if self._warn is not None:
+            self._warn(f"self-check: {problem}")
+        else:
+            warnings.warn(f"gtcache self-check: {problem} (using the computed value)", UserWarning, stacklevel=3)
+
+
+def content_key(serialized: bytes, modules: frozenset[str]) -> str:
+    """The digest of a ``_compat.content_bytes`` serialization and its data classes' modules' files."""
+    return digest(serialized + canonical_bytes(sorted((name, _module_identity(name)) for name in modules)))
+
+
+def _str_map(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _identity(path: str | None) -> list[int] | None:
+    if not path:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+_module_identities: dict[str, list[int] | None] = {}
+
+
+def _module_identity(name: str) -> list[int] | None:
+    """The identity of a module's file (once per process: a module's code does not change in it)."""
+    if name not in _module_identities:
+        _module_identities[name] = _identity(getattr(sys.modules.get(name), "__file__", None))
+    return _module_identities[name]
+
+
+def _environment() -> str:
+    """The digest naming this environment's facts file."""
+    code = [_compat.fingerprinting.__file__, _compat.__file__, __file__]
+    return digest(canonical_bytes({
+        "gtcache": __version__, "gt4py": _compat.GT4PY_VERSION, "python": sys.version,
+        "executable": sys.executable, "code": [[path, _identity(path)] for path in code],
+    }))
+
+
+def _path_identity() -> str:
+    """A digest of ``sys.path`` and the identity of each of its folders (what versions are read from)."""
+    return digest(canonical_bytes([[entry, _identity(entry or ".")] for entry in sys.path]))

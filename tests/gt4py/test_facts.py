@@ -1,0 +1,190 @@
+"""The facts file (``facts/<environment>.json``): a stored fact is used only while what it
+depends on is unchanged, and self-check mode catches one that lies.
+
+Each process here is fresh (``run_python``): what one process stores, the next reads.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+from gtcache.gt4py import _compat
+from tests.helpers import run_python
+
+#: Prints, per backend, the fingerprint the key uses (through the store's facts) and the one
+#: gt4py's fingerprinting computes, plus the warnings raised.
+CHILD = """
+import json, sys, warnings
+import gtcache
+from gtcache.examples import backend_by_name
+from gtcache.gt4py import _compat, _facts
+
+store = gtcache.open_store(sys.argv[1])
+backends = {name: backend_by_name(name) for name in ("gtfn_cpu", "dace_cpu", "roundtrip")}
+if len(sys.argv) > 3 and sys.argv[3] == "release-in-process":
+    from gt4py.next import config
+    from gt4py.next.program_processors.runners import gtfn
+    backends["gtfn_cpu"] = gtfn.make_gtfn_toolchain(gtfn.GTFNConfig(cmake_build_type=config.CMakeBuildType.RELEASE))
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    _facts.use(store, verify=sys.argv[2] == "verify")
+    out = {name: {"used": _facts.backend_config(b), "computed": _compat.backend_fingerprint(b)}
+           for name, b in backends.items()}
+print("RESULT " + json.dumps({"backends": out, "warnings": [str(w.message) for w in caught]}))
+"""
+
+
+def child(store: pathlib.Path, mode: str = "plain", *extra: str, **env: str) -> dict:
+    out = run_python(CHILD, str(store), mode, *extra, env=env)
+    line = next(line for line in out.splitlines() if line.startswith("RESULT "))
+    return json.loads(line.removeprefix("RESULT "))  # type: ignore[no-any-return]
+
+
+def facts_files(store: pathlib.Path) -> list[pathlib.Path]:
+    return sorted((store / "facts").glob("*.json"))
+
+
+def test_a_stored_backend_fingerprint_is_read_back_as_computed(tmp_path: pathlib.Path) -> None:
+    store = tmp_path / "store"
+    first = child(store)
+    assert all(b["used"] == b["computed"] for b in first["backends"].values()), first
+    [facts] = facts_files(store)
+    stored = json.loads(facts.read_text())["backend_config"]
+    assert sorted(stored.values()) == sorted(b["computed"] for b in first["backends"].values())
+    # The next process reads them (proof: a value planted in the file is what it uses).
+    planted = {digest: f"{i:016x}" for i, digest in enumerate(stored)}
+    facts.write_text(json.dumps({**json.loads(facts.read_text()), "backend_config": planted}))
+    second = child(store)
+    assert sorted(b["used"] for b in second["backends"].values()) == sorted(planted.values())
+    assert second["warnings"] == []
+
+
+def test_self_check_computes_every_stored_fact_and_warns_when_one_differs(tmp_path: pathlib.Path) -> None:
+    store = tmp_path / "store"
+    child(store)
+    [facts] = facts_files(store)
+    data = json.loads(facts.read_text())
+    data["backend_config"] = {digest: "0" * 16 for digest in data["backend_config"]}
+    facts.write_text(json.dumps(data))
+    checked = child(store, "verify")
+    assert all(b["used"] == b["computed"] for b in checked["backends"].values()), checked
+    assert len([w for w in checked["warnings"] if "stored fingerprint of backend" in w]) == 3, checked["warnings"]
+
+
+@pytest.mark.parametrize("change", ["environment", "in-process"])
+def test_a_changed_build_option_changes_the_fingerprint(tmp_path: pathlib.Path, change: str) -> None:
+    store = tmp_path / "store"
+    debug = child(store, GT4PY_CMAKE_BUILD_TYPE="debug")["backends"]
+    if change == "environment":
+        release = child(store, GT4PY_CMAKE_BUILD_TYPE="release")["backends"]
+    else:
+        release = child(store, "plain", "release-in-process", GT4PY_CMAKE_BUILD_TYPE="debug")["backends"]
+    for backend in ("gtfn_cpu",) + (("dace_cpu",) if change == "environment" else ()):
+        assert release[backend]["used"] == release[backend]["computed"]
+        assert release[backend]["used"] != debug[backend]["used"], backend
+    assert release["roundtrip"]["used"] == debug["roundtrip"]["used"]  # no build, no build type
+
+
+def test_a_damaged_facts_file_is_ignored_and_rewritten(tmp_path: pathlib.Path) -> None:
+    store = tmp_path / "store"
+    child(store)
+    [facts] = facts_files(store)
+    facts.write_text("{not json")
+    again = child(store)
+    assert all(b["used"] == b["computed"] for b in again["backends"].values())
+    assert json.loads(facts.read_text())["format"] == "gtcache-facts"
+
+
+def test_backend_digest_sees_options_and_not_identity() -> None:
+    from gt4py.next import config
+    from gt4py.next.program_processors.runners import gtfn
+
+    default = _compat.backend_digest(gtfn.run_gtfn)
+    assert default is not None
+    assert _compat.backend_digest(gtfn.make_gtfn_toolchain()) == default  # a new, equal object
+    other_type = next(t for t in config.CMakeBuildType if t != gtfn.GTFNConfig().cmake_build_type)
+    assert _compat.backend_digest(gtfn.make_gtfn_toolchain(gtfn.GTFNConfig(cmake_build_type=other_type))) != default
+    assert _compat.backend_digest(gtfn.run_gtfn_no_transforms) != default  # a partial's keyword
+
+
+VERSIONS = """
+import json, sys
+import gtcache
+from gtcache import toolchain
+from gtcache.gt4py import _facts
+_facts.use(gtcache.open_store(sys.argv[1]))
+facts = toolchain.toolchain_facts("gtfn")
+_facts.remember_versions()
+print("RESULT " + json.dumps(facts["nanobind"]))
+"""
+
+
+def test_stored_versions_are_used_only_while_the_path_folders_are_unchanged(tmp_path: pathlib.Path) -> None:
+    store, extra = tmp_path / "store", tmp_path / "on-path"
+    extra.mkdir()
+
+    def nanobind() -> str:
+        out = run_python(VERSIONS, str(store), env={"PYTHONPATH": f"{extra}:" + __import__("os").environ.get("PYTHONPATH", "")})
+        return json.loads(next(line for line in out.splitlines() if line.startswith("RESULT ")).removeprefix("RESULT "))  # type: ignore[no-any-return]
+
+    real = nanobind()
+    [facts] = facts_files(store)
+    data = json.loads(facts.read_text())
+    assert data["versions"]["nanobind"] == real
+    data["versions"]["nanobind"] = "0.0.planted"
+    facts.write_text(json.dumps(data))
+    assert nanobind() == "0.0.planted"  # read from the file: sys.path's folders are as they were
+    (extra / "nanobind-9.9.dist-info").mkdir()  # an install into a folder on sys.path
+    assert nanobind() == "9.9"  # listed again: the folder changed
+
+
+DEFINITION = """
+import json, sys
+import gtcache
+from gtcache.gt4py import _facts, definition
+
+sys.path.insert(0, sys.argv[2])
+import ops_for_facts
+
+_facts.use(gtcache.open_store(sys.argv[1]))
+stage = ops_for_facts.op.definition_stage
+print("RESULT " + json.dumps({"used": definition.definition_fingerprint(stage),
+                              "computed": str(definition._fingerprinter(stage))}))
+"""
+
+OPS = '''
+import gt4py.next as gtx
+from gt4py.next import Dims, Field, float64
+
+IDim = gtx.Dimension("IDim")
+FACTOR = {factor}
+
+
+@gtx.field_operator
+def op(a: Field[Dims[IDim], float64]) -> Field[Dims[IDim], float64]:
+    return a * FACTOR
+'''
+
+
+def test_a_stored_definition_fingerprint_is_used_only_for_the_same_content(tmp_path: pathlib.Path) -> None:
+    store, code = tmp_path / "store", tmp_path / "code"
+    code.mkdir()
+
+    def fingerprint(factor: float) -> dict:
+        (code / "ops_for_facts.py").write_text(OPS.format(factor=factor))
+        out = run_python(DEFINITION, str(store), str(code))
+        return json.loads(next(line for line in out.splitlines() if line.startswith("RESULT ")).removeprefix("RESULT "))  # type: ignore[no-any-return]
+
+    two = fingerprint(2.0)
+    assert two["used"] == two["computed"]
+    [facts] = facts_files(store)
+    data = json.loads(facts.read_text())
+    assert list(data["definitions"].values()) == [two["computed"]]
+    data["definitions"] = {key: "f" * 16 for key in data["definitions"]}
+    facts.write_text(json.dumps(data))
+    assert fingerprint(2.0)["used"] == "f" * 16  # the same content: read from the file
+    three = fingerprint(3.0)  # another closure value: another content key, computed afresh
+    assert three["used"] == three["computed"] != two["computed"]
