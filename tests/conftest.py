@@ -122,14 +122,14 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 def compiled_store() -> CompiledStore:
     """Compile (once per session) every example for every backend into a store. Read-only use."""
     from gtcache import examples
-    from gtcache.gt4py import compile_variant
+    from gtcache.gt4py import compile_variants
 
     path = _SESSION_TMP / "compiled-store"
     store = gtcache.open_store(path)
     variants = []
     for example in examples.EXAMPLES.values():
         for backend in BACKENDS:
-            _, outcomes = compile_variant(
+            _, outcomes = compile_variants(
                 store,
                 example.program,
                 backend=examples.backend_by_name(backend),

@@ -15,7 +15,7 @@ import json, sys, warnings
 import numpy as np
 import gtcache
 from gtcache import examples
-from gtcache.gt4py import compile_variant
+from gtcache.gt4py import compile_variants
 
 store_path, example_name, backend_name, seed, size, out_file = sys.argv[1:7]
 store = gtcache.open_store(store_path)
@@ -23,7 +23,7 @@ example = examples.EXAMPLES[example_name]
 offset_provider = example.offset_provider(int(size))
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    program, outcomes = compile_variant(
+    program, outcomes = compile_variants(
         store, example.program, backend=examples.backend_by_name(backend_name),
         offset_provider=offset_provider,
     )

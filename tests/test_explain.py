@@ -11,7 +11,7 @@ from click.testing import CliRunner
 import gtcache
 from gtcache import examples
 from gtcache.explain import explain, ingredient_differences
-from gtcache.gt4py import compile_variant
+from gtcache.gt4py import compile_variants
 from gtcache_cli.main import cli
 from gtcache.examples import scale_by
 from tests.helpers import publish
@@ -40,7 +40,7 @@ def test_nearest_entry_first(tmp_path: pathlib.Path) -> None:
 @pytest.fixture
 def store_with_variant(tmp_path: pathlib.Path) -> pathlib.Path:
     store = gtcache.open_store(tmp_path / "s")
-    compile_variant(store, scale_by, backend=examples.backend_by_name("roundtrip"), static_args={"factor": [2.0]})
+    compile_variants(store, scale_by, backend=examples.backend_by_name("roundtrip"), static_args={"factor": [2.0]})
     return store.root
 
 

@@ -25,19 +25,19 @@ if __name__ == "__main__":
     program(*args, offset_provider=example.offset_provider(8))
 """
 
-#: Several compile_variant calls (one hook each) and the start-up hook, in one process.
+#: Several compile_variants calls (one hook each) and the start-up hook, in one process.
 MANY_HOOKS = """
 import sys
 import gtcache
 from gtcache import examples
-from gtcache.gt4py import compile_variant
+from gtcache.gt4py import compile_variants
 
 if __name__ == "__main__":
     store = gtcache.open_store(sys.argv[1])
     backend = examples.backend_by_name("roundtrip")
     for factor in (1.0, 2.0, 3.0):
-        compile_variant(store, examples.scale_by, backend=backend, static_args={"factor": [factor]})
-    compile_variant(store, examples.scale_by, backend=backend, static_args={"factor": [1.0]})
+        compile_variants(store, examples.scale_by, backend=backend, static_args={"factor": [factor]})
+    compile_variants(store, examples.scale_by, backend=backend, static_args={"factor": [1.0]})
     example = examples.EXAMPLES["axpy"]
     program = example.program.with_backend(backend)
     args, _ = example.make_args(8, 0)
@@ -98,7 +98,7 @@ def test_one_ledger_entry_per_process_however_many_hooks(tmp_path: pathlib.Path)
 
 
 def test_old_ledger_files_still_count(tmp_path: pathlib.Path) -> None:
-    """A ledger file written by gtcache 0.2.0 (one per compile_variant call) still adds up."""
+    """A ledger file written by gtcache 0.2.0 (one per compile_variants call) still adds up."""
     store = gtcache.open_store(tmp_path / "store")
     old = {"format": 1, "ended": "2026-01-01T00:00:00+0000", "host": "h", "pid": 1, "started": "2026-01-01T00:00:00+0000",
            "argv": ["x"], "gt4py": "1.2.1", "counts": {"compiled": 1}, "compile_seconds": 2.5,

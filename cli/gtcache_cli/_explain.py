@@ -29,7 +29,7 @@ def explain_command(
     from gtcache import toolchain
     from gtcache.explain import Explanation, explain
     from gtcache.warm import check_static_args
-    from gtcache.gt4py import plan_variant
+    from gtcache.gt4py import plan_variants
     from gtcache.gt4py.targets import load_object, parse_static_args, resolve_backend, resolve_grid
 
     # A target, backend or grid that cannot be found is a TargetError: a usage error (exit 2).
@@ -40,7 +40,7 @@ def explain_command(
     check_static_args(program, static_args, name=target)  # a SpecError: a usage error too
     store = obj.store()
     with toolchain.target_arch(arch.strip() if arch else None):
-        outcomes = plan_variant(
+        outcomes = plan_variants(
             store, program, backend=backend, offset_provider=offset_provider, static_args=static_args,
             settings=obj.settings,
         )

@@ -1,6 +1,6 @@
 """``python -m gtcache.demo --cache-dir DIR``: compile the built-in examples through a store.
 
-Each example program is compiled for each backend through ``compile_variant``:
+Each example program is compiled for each backend through ``compile_variants``:
 the first run compiles and publishes, later runs (in fresh processes) load from
 the store. Every variant is run and checked against NumPy.
 """
@@ -15,7 +15,7 @@ import numpy as np
 
 import gtcache
 from gtcache import examples
-from gtcache.gt4py import compile_variant
+from gtcache.gt4py import compile_variants
 
 DEFAULT_BACKENDS = ("gtfn_cpu", "dace_cpu", "roundtrip")
 SIZE = 32
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         for backend_name in args.backend or DEFAULT_BACKENDS:
             start = time.perf_counter()
             offset_provider = example.offset_provider(SIZE)
-            program, outcomes = compile_variant(
+            program, outcomes = compile_variants(
                 store,
                 example.program,
                 backend=examples.backend_by_name(backend_name),

@@ -219,10 +219,10 @@ def test_a_warmed_entry_loads_on_the_device(gpu_store: tuple[pathlib.Path, dict[
 import json, cupy as cp, gtcache
 from gt4py import next as gtx
 from gtcache import examples
-from gtcache.gt4py import compile_variant
+from gtcache.gt4py import compile_variants
 store = gtcache.open_store({str(store)!r})
 backend = examples.backend_by_name("gtfn_gpu")
-program, outcomes = compile_variant(store, examples.scale_by, backend=backend, offset_provider={{}})
+program, outcomes = compile_variants(store, examples.scale_by, backend=backend, offset_provider={{}})
 a = gtx.as_field([examples.IDim], cp.arange(8.0), allocator=backend)
 out = gtx.zeros({{examples.IDim: 8}}, allocator=backend)
 program(a, 2.0, out, offset_provider={{}})

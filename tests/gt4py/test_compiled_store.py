@@ -92,7 +92,7 @@ def test_store_moved_to_another_path_loads_as_before(
 
 
 def test_lookup_and_load_entry_directly(compiled_store: CompiledStore, tmp_path: pathlib.Path) -> None:
-    """The low-level path: lookup -> load_entry -> call, without compile_variant."""
+    """The low-level path: lookup -> load_entry -> call, without compile_variants."""
     key = compiled_store.variant("axpy", "gtfn_cpu").key
     code = """
     import sys, numpy as np, gtcache
@@ -167,11 +167,11 @@ def test_two_processes_compiling_one_variant_leave_one_entry(tmp_path: pathlib.P
 _RACE_CHILD = """
 import sys, numpy as np, gtcache
 from gtcache import examples
-from gtcache.gt4py import compile_variant
+from gtcache.gt4py import compile_variants
 store = gtcache.open_store(sys.argv[1])
 ex = examples.EXAMPLES["edge_diff"]
 op = ex.offset_provider(16)
-program, outcomes = compile_variant(store, ex.program, backend=examples.backend_by_name("roundtrip"), offset_provider=op)
+program, outcomes = compile_variants(store, ex.program, backend=examples.backend_by_name("roundtrip"), offset_provider=op)
 args, out = ex.make_args(16, 0)
 program(*args, offset_provider=op)
 np.save(sys.argv[2], out.asnumpy())

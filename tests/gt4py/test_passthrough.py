@@ -17,7 +17,7 @@ from gt4py.next.program_processors.runners import double_roundtrip
 
 import gtcache
 from gtcache import examples
-from gtcache.gt4py import compile_variant
+from gtcache.gt4py import compile_variants
 
 EXAMPLE = examples.EXAMPLES["axpy"]
 
@@ -36,7 +36,7 @@ def test_custom_compile_backend_is_bypassed(tmp_path: pathlib.Path) -> None:
         name="opaque", executor=base.executor, allocator=base.allocator, transforms=base.transforms
     )
     store = gtcache.open_store(tmp_path / "s")
-    program, outcomes = compile_variant(store, EXAMPLE.program, backend=opaque)
+    program, outcomes = compile_variants(store, EXAMPLE.program, backend=opaque)
     assert [o.status for o in outcomes] == ["bypassed"]
     args, out = EXAMPLE.make_args(8, 0)
     program(*args, offset_provider={})
@@ -47,7 +47,7 @@ def test_custom_compile_backend_is_bypassed(tmp_path: pathlib.Path) -> None:
 def test_artifact_gtcache_cannot_describe_is_bypassed(tmp_path: pathlib.Path) -> None:
     """double_roundtrip's artifact carries a whole backend: not JSON, so not stored."""
     store = gtcache.open_store(tmp_path / "s")
-    program, outcomes = compile_variant(store, EXAMPLE.program, backend=double_roundtrip.backend)
+    program, outcomes = compile_variants(store, EXAMPLE.program, backend=double_roundtrip.backend)
     assert [o.status for o in outcomes] == ["bypassed"]
     assert "dispatch backend" in (outcomes[0].detail or "")
     args, out = EXAMPLE.make_args(8, 0)

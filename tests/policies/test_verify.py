@@ -63,7 +63,7 @@ def test_every_kind_of_damage_is_found_and_repaired(make_entry) -> None:
     assert len(repaired.repaired) == len(report.problems)
     assert [e.key for e in store.scan().entries] == [good.key]
     store.verify_payload(store.get(good.key))
-    assert store.resolve_direct("c" * 32) == good.key
+    assert store.build_key_of("c" * 32) == good.key
     assert len(list((store.root / "quarantine").iterdir())) == 3
     assert fresh.exists(), "a running publish's staging folder is left alone"
 

@@ -136,10 +136,10 @@ def test_forged_direct_link_is_refused(remote_url: str, tmp_path: pathlib.Path) 
     forger = Remote(parse_remote(f"{remote_url}?mode=read-write"), key=b"forger")
     direct = _direct_keys(tmp_path / "ci")
     for direct_key in direct:
-        assert honest.resolve_direct(direct_key) in (axpy, edge_diff)
+        assert honest.build_key_of(direct_key) in (axpy, edge_diff)
         forger.push_direct(direct_key, edge_diff)
         with pytest.raises(RemoteError, match="wrong or no signature"):
-            honest.resolve_direct(direct_key)
+            honest.build_key_of(direct_key)
     fresh = model_run(tmp_path / "node", remote_url, tmp_path, "axpy")
     assert fresh["correct"] == [True]
     assert [(o["status"], o["key"]) for o in fresh["outcomes"]] == [("hit", axpy)], fresh

@@ -262,10 +262,10 @@ import json, sys
 import numpy as np
 import gtcache
 from gtcache import examples
-from gtcache.gt4py import compile_variant
+from gtcache.gt4py import compile_variants
 store = gtcache.open_store(sys.argv[1])
 example = examples.EXAMPLES["axpy"]
-program, outcomes = compile_variant(store, example.program, backend=examples.backend_by_name("roundtrip"),
+program, outcomes = compile_variants(store, example.program, backend=examples.backend_by_name("roundtrip"),
                                     offset_provider=example.offset_provider(32))
 args, out = example.make_args(32, 1)
 program(*args, offset_provider=example.offset_provider(32))

@@ -1,4 +1,4 @@
-"""Planning (``plan_variant``, ``warm --dry-run``, ``explain``) never compiles, and names the
+"""Planning (``plan_variants``, ``warm --dry-run``, ``explain``) never compiles, and names the
 variants it cannot plan with the reason (issue 16, bug 1)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from gt4py.next import backend as gtx_backend
 
 import gtcache
 from gtcache import examples, warm
-from gtcache.gt4py import plan_variant
+from gtcache.gt4py import plan_variants
 
 EXAMPLE = examples.EXAMPLES["axpy"]
 COMPILES: list[str] = []
@@ -57,8 +57,8 @@ def test_planning_compiles_nothing_and_says_what_it_could_not_plan(tmp_path: pat
     store = gtcache.open_store(tmp_path / "s")
     opaque, guarded = _backends()
     COMPILES.clear()
-    [custom] = plan_variant(store, EXAMPLE.program, backend=opaque)
-    [raising] = plan_variant(store, EXAMPLE.program, backend=guarded)
+    [custom] = plan_variants(store, EXAMPLE.program, backend=opaque)
+    [raising] = plan_variants(store, EXAMPLE.program, backend=guarded)
     assert COMPILES == [], "planning ran a compile"
     assert (custom.status, custom.key) == ("unplannable", None)
     assert "custom compile" in (custom.detail or "")
@@ -66,9 +66,9 @@ def test_planning_compiles_nothing_and_says_what_it_could_not_plan(tmp_path: pat
     assert "Cannot fingerprint" in (raising.detail or "")
     assert store.scan().entries == ()
     # Compiling (not planning) the custom-compile backend still works, through gt4py alone.
-    from gtcache.gt4py import compile_variant
+    from gtcache.gt4py import compile_variants
 
-    _, outcomes = compile_variant(store, EXAMPLE.program, backend=opaque)
+    _, outcomes = compile_variants(store, EXAMPLE.program, backend=opaque)
     assert [o.status for o in outcomes] == ["bypassed"] and COMPILES == ["opaque"]
 
 

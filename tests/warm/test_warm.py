@@ -79,12 +79,12 @@ MODULE_RUN = """
 import json, sys
 import gtcache
 from gtcache import examples
-from gtcache.gt4py import compile_variant
+from gtcache.gt4py import compile_variants
 store = gtcache.open_store(sys.argv[1])
 grid = examples.ring_offset_provider()
 statuses = []
 for program in (examples.axpy, examples.edge_diff, examples.scale_by):
-    _, outcomes = compile_variant(store, program, backend=examples.backend_by_name("roundtrip"), offset_provider=grid)
+    _, outcomes = compile_variants(store, program, backend=examples.backend_by_name("roundtrip"), offset_provider=grid)
     statuses += [o.status for o in outcomes]
 print(json.dumps(statuses))
 """

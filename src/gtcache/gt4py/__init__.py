@@ -2,8 +2,8 @@
 
 - ``install()`` / ``uninstall()`` / ``installed()``: serve every gt4py
   compilation of the process from a store (what ``GTCACHE_DIR`` does on its own).
-- ``compile_variant``: compile (or load) a program's variants through a store,
-  serially, and say what happened to each; ``plan_variant``: only their keys.
+- ``compile_variants``: compile (or load) a program's variants through a store,
+  serially, and say what happened to each; ``plan_variants``: only their keys.
 - ``publish_artifact`` / ``load_entry``: the lower-level halves.
 - ``scalar_parameters``: a program's parameters and which are scalars (static arguments).
 """
@@ -39,11 +39,11 @@ __all__ = [
     "Outcome",
     "OutcomeStatus",
     "active_hook",
-    "compile_variant",
+    "compile_variants",
     "install",
     "installed",
     "load_entry",
-    "plan_variant",
+    "plan_variants",
     "publish_artifact",
     "scalar_parameters",
     "serving",
@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 
-def compile_variant(
+def compile_variants(
     store: Store,
     program: Any,
     *,
@@ -70,7 +70,7 @@ def compile_variant(
     return _through_store(store, program, backend, offset_provider, static_args, settings, plan_only=False)
 
 
-def plan_variant(
+def plan_variants(
     store: Store,
     program: Any,
     *,

@@ -257,7 +257,7 @@ class Hook:
         direct_key = self._direct_key(backend, definition_stage, cta)
         if direct_key is not None:
             for store in stores:
-                build_key = store.resolve_direct(direct_key)
+                build_key = store.build_key_of(direct_key)
                 loaded = self._load(store, build_key, backend) if build_key else None
                 if loaded is not None and build_key and not (self.config.self_check and self._self_check_fails(
                     original, backend, definition_stage, cta, build_key, direct_key
@@ -416,7 +416,7 @@ class Hook:
         if (remote := self._writable_remote()) is None:
             return None
         assert self.store is not None
-        found = remote.resolve_direct(direct_key)
+        found = remote.build_key_of(direct_key)
         if found is None:
             return None
         build_key, source = found
@@ -644,7 +644,7 @@ _LIMITS_INTERVAL = 10.0
 class ProcessRun:
     """Every outcome of this process's hooks, by store: one ledger entry per store and process.
 
-    Hooks hand their outcomes over when they close (``serving`` / ``compile_variant``
+    Hooks hand their outcomes over when they close (``serving`` / ``compile_variants``
     close one hook per call); ``write_ledgers`` runs once, at exit (``gtcache.gt4py.hook``).
     """
 

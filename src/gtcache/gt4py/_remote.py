@@ -56,11 +56,11 @@ class RemoteTiers:
                 self._failed(remote, error)
         return None
 
-    def resolve_direct(self, direct_key: str) -> tuple[str, Remote] | None:
+    def build_key_of(self, direct_key: str) -> tuple[str, Remote] | None:
         """(build key, remote) of the first verified direct link a remote holds."""
         for remote in self._usable():
             try:
-                build_key = remote.resolve_direct(direct_key)
+                build_key = remote.build_key_of(direct_key)
                 if build_key is not None:
                     return build_key, remote
             except RemoteError as error:

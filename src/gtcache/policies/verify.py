@@ -197,7 +197,7 @@ def _check_links(store: Store, sound: set[str], now: float, grace: float, unsafe
                 if now - _mtime(item) > grace:
                     problems.append(Problem("leftover", path, "not a direct link"))
                 continue
-            target = store.resolve_direct(item.name)
+            target = store.build_key_of(item.name)
             if target is None or target not in sound:
                 problems.append(Problem("dangling-link", path, f"links to no sound entry ({target})"))
     return problems

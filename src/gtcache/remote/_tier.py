@@ -325,7 +325,7 @@ class Remote:
         self._call("put", lambda b: b.put(info_object(key), json.dumps(info, sort_keys=True).encode()))
         return True
 
-    def resolve_direct(self, direct_key: str) -> str | None:
+    def build_key_of(self, direct_key: str) -> str | None:
         """The build key the remote's direct link names, if it has one that verifies."""
         data = self._call("get", lambda b: b.get(direct_object(direct_key), _MAX_DIRECT_SIZE))
         if data is None:

@@ -181,7 +181,7 @@ class Store:
 
     # -- direct keys --------------------------------------------------------------------
 
-    def resolve_direct(self, direct_key: str) -> str | None:
+    def build_key_of(self, direct_key: str) -> str | None:
         """The build key a direct key was linked to, or ``None``. Never raises."""
         try:  # bytes, decoded here: a text-mode open looks the codec up (an import, the first time)
             with open(_layout.direct_link(self.root, direct_key), "rb") as stream:

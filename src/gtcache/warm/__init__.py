@@ -100,7 +100,7 @@ class WarmReport:
 def plan(specs: Sequence[VariantSpec], store: Store, *, settings: Settings | None = None) -> list[PlannedVariant]:
     """Resolve and check every variant, and look its key up. ``SpecError`` for bad input.
     ``settings``: as ``gtcache.gt4py.serving`` takes them (default: the environment's)."""
-    from gtcache.gt4py import plan_variant, scalar_parameters
+    from gtcache.gt4py import plan_variants, scalar_parameters
     from gtcache.gt4py.targets import TargetError, load_object, resolve_backend, resolve_grid
 
     resolved: dict[tuple[str, str], Any] = {}
@@ -121,7 +121,7 @@ def plan(specs: Sequence[VariantSpec], store: Store, *, settings: Settings | Non
         _check_static_args(spec, scalar_parameters(program))
         try:
             with toolchain.target_arch(spec.arch):  # keyed for the arch it is built for
-                outcomes = plan_variant(
+                outcomes = plan_variants(
                     store, program, backend=backend, offset_provider=grid,
                     static_args={name: [value] for name, value in spec.static_args}, settings=settings,
                 )

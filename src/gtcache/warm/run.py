@@ -94,7 +94,7 @@ def run_spec(spec: VariantSpec, store: str, *, timeout: float | None, build_dir:
         build_dir = os.path.join(build_dir, f"{spec.device}-{spec.arch}") if build_dir else None
     if build_dir:
         env.update(GT4PY_BUILD_CACHE_LIFETIME="persistent", GT4PY_BUILD_CACHE_DIR=build_dir)
-    env.pop("GTCACHE_DIR", None)  # the worker publishes through compile_variant, not the start-up hook
+    env.pop("GTCACHE_DIR", None)  # the worker publishes through compile_variants, not the start-up hook
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "gtcache.warm.worker", json.dumps(spec.to_json()), store],

@@ -20,7 +20,7 @@ def run(spec_json: str, store_path: str) -> dict[str, Any]:
     start = time.perf_counter()
     result: dict[str, Any]
     try:
-        from gtcache.gt4py import compile_variant
+        from gtcache.gt4py import compile_variants
         from gtcache.gt4py.targets import load_object, resolve_backend, resolve_grid
         from gtcache.settings import Settings
         from gtcache.store import open_store
@@ -30,7 +30,7 @@ def run(spec_json: str, store_path: str) -> dict[str, Any]:
         spec = VariantSpec.from_json(json.loads(spec_json))
         program = load_object(spec.program, what="program")
         store = open_store(store_path)
-        _, outcomes = compile_variant(
+        _, outcomes = compile_variants(
             store, program, backend=resolve_backend(spec.backend),
             offset_provider=resolve_grid(spec.grid),
             static_args={name: [value] for name, value in spec.static_args}, settings=settings,
