@@ -167,3 +167,111 @@ def tree_state(root: pathlib.Path, *, skip: str | None = None) -> list[tuple[str
         data = os.readlink(path).encode() if path.is_symlink() else path.read_bytes() if path.is_file() else b""
         state.append((str(path.relative_to(root)), info.st_mode, info.st_mtime_ns, data))
     return state
+
+
+# -- a small gt4py project (three modules, a run script), run in fresh interpreters --------
+
+CONSTS = """
+from gt4py.eve.utils import FrozenNamespace
+
+PHYS = FrozenNamespace(FACTOR={factor})
+"""
+
+OPS = """
+import gt4py.next as gtx
+from gt4py.next import Dims, Field, float64
+
+from proj.consts import PHYS
+
+IDim = gtx.Dimension("IDim")
+
+
+@gtx.field_operator
+def scale(a: Field[Dims[IDim], float64]) -> Field[Dims[IDim], float64]:
+    return {scale_body}
+"""
+
+PROG = """
+{padding}import gt4py.next as gtx
+from gt4py.next import Dims, Field, float64
+
+from proj.ops import IDim, scale
+{own_constant}
+
+@gtx.field_operator
+def _shift_scale(a: Field[Dims[IDim], float64]) -> Field[Dims[IDim], float64]:
+    return scale(a) + {offset}
+
+
+@gtx.program
+def shift_scale(a: Field[Dims[IDim], float64], out: Field[Dims[IDim], float64]):
+    _shift_scale(a, out=out)
+"""
+
+#: The user's script: plain gt4py, no gtcache import, default (process) runner.
+RUN = """
+import dataclasses, json, sys
+import numpy as np
+import gt4py.next as gtx
+from gt4py.next.otf import runners
+from proj.prog import shift_scale, IDim
+
+def main():
+    backend = {backend}
+    a = gtx.as_field([IDim], np.arange(8.0))
+    out = gtx.as_field([IDim], np.zeros(8))
+    shift_scale.with_backend(backend)(a, out, offset_provider={{}})
+    report = {{"out": out.asnumpy().tolist(), "worker_pool": runners._default_runner is not None}}
+    if "gtcache" in sys.modules:
+        from gtcache.gt4py import active_hook
+        hook = active_hook()
+        report["counts"] = dict(hook.counts) if hook else None
+        report["outcomes"] = [dataclasses.asdict(o) for o in hook.outcomes] if hook else []
+    else:
+        report["counts"] = None
+    print("REPORT " + json.dumps(report))
+
+if __name__ == "__main__":
+    main()
+"""
+
+ROUNDTRIP = "gtx.itir_python"
+ROUNDTRIP_NOT_EMBEDDED = (
+    "dataclasses.replace(gtx.itir_python, executor=dataclasses.replace("
+    "gtx.itir_python.executor, use_embedded=False))"
+)
+
+
+def write_project(
+    root: pathlib.Path, *, factor: str = "2.0", scale_body: str = "PHYS.FACTOR * a",
+    offset: str = "1.0", padding: int = 0, backend: str = ROUNDTRIP, own_constant: str | None = None,
+) -> pathlib.Path:
+    """``own_constant``: the value of ``OWN.OFFSET``, a module-level constant of prog.py
+    (give ``offset="OWN.OFFSET"`` to use it)."""
+    proj = root / "proj"
+    proj.mkdir(parents=True, exist_ok=True)
+    (proj / "__init__.py").write_text("")
+    (proj / "consts.py").write_text(CONSTS.format(factor=factor))
+    (proj / "ops.py").write_text(OPS.format(scale_body=scale_body))
+    own = "" if own_constant is None else f"\nfrom gt4py.eve.utils import FrozenNamespace\n\nOWN = FrozenNamespace(OFFSET={own_constant})\n"
+    (proj / "prog.py").write_text(PROG.format(padding="\n" * padding, offset=offset, own_constant=own))
+    (root / "run.py").write_text(RUN.format(backend=backend))
+    return root
+
+
+def run_project(root: pathlib.Path, store: pathlib.Path | None, **env: str) -> dict:
+    environ = {"PYTHONPATH": pythonpath(root), "PYTHONDONTWRITEBYTECODE": "1", **env}
+    if store is not None:
+        environ["GTCACHE_DIR"] = str(store)
+    code = f"import runpy; runpy.run_path({str(root / 'run.py')!r}, run_name='__main__')"
+    out = run_python(code, env=environ)
+    line = next(l for l in out.splitlines() if l.startswith("REPORT "))
+    return json.loads(line.removeprefix("REPORT "))
+
+
+def statuses(report: dict) -> list[tuple[str, str | None]]:
+    return [(o["status"], o["via"]) for o in report["outcomes"]]
+
+
+def expected(factor: float, offset: float) -> list[float]:
+    return [factor * i + offset for i in range(8)]

@@ -27,7 +27,7 @@ import pytest
 
 import gtcache
 from gtcache.policies.verify import verify
-from tests.gt4py.test_hook import expected, write_project
+from tests.helpers import expected, write_project
 from tests.helpers import pythonpath
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]

@@ -18,7 +18,7 @@ import time
 import pytest
 
 import gtcache
-from tests.gt4py.test_hook import expected, write_project
+from tests.helpers import expected, write_project
 from tests.helpers import pythonpath
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]
