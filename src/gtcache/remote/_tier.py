@@ -174,10 +174,13 @@ class Remote:
     """One remote tier. Methods raise ``RemoteError``; after a failure to talk to the
     remote it is ``broken`` and every later call raises at once (no second timeout)."""
 
-    def __init__(self, spec: RemoteSpec, *, key: bytes | None, credentials: Credentials | None = None):
-        self.spec = spec
+    def __init__(self, spec: RemoteSpec, *, key: bytes | None, credentials: Credentials | None = None,
+                 from_file: bool = False):
+        self.spec = dataclasses.replace(spec, trusted=False) if from_file else spec
         self.key = key or None
-        self.credentials = credentials or Credentials()
+        #: Named by a store's ``gtcache.toml``: never trusted, never given credentials.
+        self.from_file = from_file
+        self.credentials = Credentials() if from_file else credentials or Credentials()
         #: Why this remote is skipped for the rest of the process (None: it is not).
         self.broken: str | None = None
         self._backend: Backend | None = None
@@ -196,6 +199,9 @@ class Remote:
 
     def problem(self) -> str | None:
         """Why this remote must not be used at all (no way to verify what it serves)."""
+        if self.key is None and self.from_file:
+            return ("no GTCACHE_BUNDLE_KEY to verify its objects with (a remote named by the store's"
+                    " gtcache.toml is used only with the key)")
         if self.key is None and not self.spec.trusted:
             return ("no GTCACHE_BUNDLE_KEY to verify its objects with"
                     " (set the key, or declare the remote trusted with ?trusted=1)")
