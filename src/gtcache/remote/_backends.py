@@ -8,8 +8,13 @@ retries and the circuit breaker are the tier's (``_tier.py``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import socket
+import threading
+import time
 import urllib.parse
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 from gtcache.errors import GtcacheError
@@ -51,6 +56,36 @@ Listed = tuple[str, "int | None", "float | None"]
 _MAX_LISTING = 64 << 20
 
 
+#: The deadline (``time.monotonic()``) of what this thread asks a backend, if any: every read
+#: from a Redis socket, and every chunk of an HTTP body, checks it.
+_deadline = threading.local()
+
+
+@contextlib.contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """All a backend does inside must finish within ``seconds`` (an outer deadline wins):
+    a server trickling one byte per read timeout is cut off (``RemoteFailure``, timeout)."""
+    outer = getattr(_deadline, "at", None)
+    at = time.monotonic() + seconds
+    _deadline.at = at if outer is None else min(at, outer)
+    try:
+        yield
+    finally:
+        _deadline.at = outer
+
+
+def _time_left(what: str) -> float | None:
+    """Seconds left before this thread's deadline (None: none); ``RemoteFailure`` when past it."""
+    at = getattr(_deadline, "at", None)
+    if at is None:
+        return None
+    left = at - time.monotonic()
+    if left <= 0:
+        raise RemoteFailure(f"{what}: over the deadline for one object (a server too slow, or trickling)",
+                            timeout=True)
+    return left
+
+
 class Backend(Protocol):
     def get(self, name: str, max_size: int) -> bytes | None: ...
     def get_many(self, names: list[str], max_size: int) -> dict[str, bytes]: ...
@@ -72,13 +107,68 @@ def redact(url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
+class _DeadlineSocket:
+    """A socket whose reads end at this thread's deadline (``deadline``) as well as at the
+    socket's own timeout: redis-py's timeout is per read, which a trickle never reaches."""
+
+    def __init__(self, sock: Any):
+        self._sock = sock
+        self._timeout = sock.gettimeout()
+
+    def settimeout(self, value: float | None) -> None:
+        self._timeout = value
+        self._sock.settimeout(value)
+
+    def gettimeout(self) -> float | None:
+        return self._timeout
+
+    def _arm(self) -> None:
+        at = getattr(_deadline, "at", None)
+        if at is None:
+            return
+        left = at - time.monotonic()
+        if left <= 0:
+            raise socket.timeout("over the deadline for one object")
+        self._sock.settimeout(left if self._timeout is None else min(left, self._timeout))
+
+    def recv(self, *args: Any) -> bytes:
+        self._arm()
+        try:
+            return self._sock.recv(*args)  # type: ignore[no-any-return]
+        finally:
+            self._sock.settimeout(self._timeout)
+
+    def recv_into(self, *args: Any) -> int:
+        self._arm()
+        try:
+            return self._sock.recv_into(*args)  # type: ignore[no-any-return]
+        finally:
+            self._sock.settimeout(self._timeout)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+def _deadline_connections(redis: Any) -> tuple[type, type]:
+    """redis-py connection classes (TCP, TLS) whose sockets are ``_DeadlineSocket``."""
+
+    class Mixin:
+        def _connect(self) -> Any:
+            return _DeadlineSocket(super()._connect())  # type: ignore[misc]
+
+    plain = type("DeadlineConnection", (Mixin, redis.connection.Connection), {})
+    tls = type("DeadlineSSLConnection", (Mixin, redis.connection.SSLConnection), {})
+    return plain, tls
+
+
 class RedisBackend:
     """Objects as Redis strings named ``<prefix><name>`` (``SET`` is atomic: no partial object)."""
 
     def __init__(self, url: str, *, connect_timeout: float, timeout: float, credentials: Credentials,
-                 prefix: str = "gtcache/"):
+                 prefix: str = "gtcache/", total: float = 120.0):
         try:
             import redis
+            import redis.connection
             from redis.backoff import NoBackoff
             from redis.retry import Retry
         except ImportError:
@@ -89,17 +179,22 @@ class RedisBackend:
             extra["password"] = credentials.password
             if credentials.user:
                 extra["username"] = credentials.user
+        plain, tls = _deadline_connections(redis)
         # Retries are the tier's (bounded, and never after a timeout): none in the client.
         self.client = redis.Redis.from_url(
             url, socket_connect_timeout=connect_timeout, socket_timeout=timeout, retry=Retry(NoBackoff(), 0),
-            retry_on_timeout=False, health_check_interval=0, **extra,
+            retry_on_timeout=False, health_check_interval=0,
+            connection_class=tls if url.startswith("rediss:") else plain, **extra,
         )
         self.prefix = prefix
+        #: Seconds one object (or one listing step) may take in all.
+        self.total = total
 
     def _call(self, what: str, call: Any, *args: Any) -> Any:
         redis = self._redis
         try:
-            return call(*args)
+            with deadline(self.total):
+                return call(*args)
         except redis.exceptions.TimeoutError as error:
             raise RemoteFailure(f"{what}: timed out ({error})", timeout=True) from None
         except redis.exceptions.AuthenticationError as error:
@@ -193,7 +288,8 @@ class HttpBackend:
     bazel-remote, ccache's HTTP servers). A server that writes an upload to a temporary file
     and renames it (nginx does) never shows a partial object."""
 
-    def __init__(self, url: str, *, connect_timeout: float, timeout: float, credentials: Credentials):
+    def __init__(self, url: str, *, connect_timeout: float, timeout: float, credentials: Credentials,
+                 total: float = 120.0):
         try:
             import httpx
         except ImportError:
@@ -216,6 +312,8 @@ class HttpBackend:
             auth=auth, headers=headers, follow_redirects=False, trust_env=False,
             timeout=httpx.Timeout(timeout, connect=connect_timeout),
         )
+        #: Seconds one object (or one listing) may take in all; checked at every chunk.
+        self.total = total
 
     def _url(self, name: str) -> str:
         return f"{self.base}/{name}"
@@ -238,7 +336,7 @@ class HttpBackend:
     def get(self, name: str, max_size: int) -> bytes | None:
         httpx = self._httpx
         try:
-            with self.client.stream("GET", self._url(name)) as response:
+            with deadline(self.total), self.client.stream("GET", self._url(name)) as response:
                 if response.status_code == 404:
                     return None
                 self._check("GET", response)
@@ -247,6 +345,7 @@ class HttpBackend:
                     raise ObjectTooLarge(f"object '{name}' has {length} bytes, over the {max_size} limit")
                 chunks, size = [], 0
                 for chunk in response.iter_bytes():
+                    _time_left("GET")
                     size += len(chunk)
                     if size > max_size:
                         raise ObjectTooLarge(f"object '{name}' has over {max_size} bytes, the limit")
@@ -287,8 +386,9 @@ class HttpBackend:
         body = (b'<?xml version="1.0" encoding="utf-8"?><propfind xmlns="DAV:"><prop>'
                 b"<getcontentlength/><getlastmodified/><resourcetype/></prop></propfind>")
         try:
-            with self.client.stream("PROPFIND", folder, headers={"Depth": "1", "Content-Type": "application/xml"},
-                                    content=body) as response:
+            with deadline(self.total), self.client.stream(
+                    "PROPFIND", folder, headers={"Depth": "1", "Content-Type": "application/xml"}, content=body,
+            ) as response:
                 if response.status_code == 404:
                     return []  # nothing was ever pushed
                 if response.status_code in (400, 403, 405, 501) or (
@@ -297,6 +397,7 @@ class HttpBackend:
                 self._check("PROPFIND", response)
                 chunks, size = [], 0
                 for chunk in response.iter_bytes():
+                    _time_left("PROPFIND")
                     size += len(chunk)
                     if size > _MAX_LISTING:
                         raise RemoteFailure(f"PROPFIND answered over {_MAX_LISTING} bytes", retry=False)

@@ -48,12 +48,15 @@ SCHEMES = ("redis", "rediss", "http", "https")
 DEFAULT_MAX_SIZE = 256 << 20
 DEFAULT_CONNECT_TIMEOUT = 2.0
 DEFAULT_TIMEOUT = 10.0
+#: Seconds one object may take in all (``?deadline=S``): a server that trickles a byte per
+#: read timeout is cut off here, not after hours.
+DEFAULT_DEADLINE = 120.0
 #: Tries after the first one, for failures that are not timeouts; then the remote is broken.
 DEFAULT_RETRIES = 2
 _BACKOFF = (0.05, 0.25)
 _DIRECT_FORMAT = 1
 _MAX_DIRECT_SIZE = 4096
-_OPTIONS = {"mode", "trusted", "max_size", "connect_timeout", "timeout", "retries"}
+_OPTIONS = {"mode", "trusted", "max_size", "connect_timeout", "timeout", "deadline", "retries"}
 
 T = TypeVar("T")
 
@@ -104,6 +107,7 @@ class RemoteSpec:
     max_size: int = DEFAULT_MAX_SIZE
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     timeout: float = DEFAULT_TIMEOUT
+    deadline: float = DEFAULT_DEADLINE
     retries: int = DEFAULT_RETRIES
 
     @property
@@ -118,7 +122,7 @@ class RemoteSpec:
 
 def parse_remote(text: str) -> RemoteSpec:
     """``redis://[user:password@]host:port/db`` / ``rediss://`` / ``http(s)://host/base``, with
-    options ``?mode=read|read-write&trusted=1&max_size=BYTES&connect_timeout=S&timeout=S&retries=N``."""
+    options ``?mode=read|read-write&trusted=1&max_size=BYTES&connect_timeout=S&timeout=S&deadline=S&retries=N``."""
     parts = urllib.parse.urlsplit(text.strip())
     shown = redact(text.strip())
     if parts.scheme not in SCHEMES or not parts.hostname:
@@ -155,6 +159,7 @@ def parse_remote(text: str) -> RemoteSpec:
         max_size=int(number("max_size", DEFAULT_MAX_SIZE, int)),
         connect_timeout=number("connect_timeout", DEFAULT_CONNECT_TIMEOUT, float),
         timeout=number("timeout", DEFAULT_TIMEOUT, float),
+        deadline=number("deadline", DEFAULT_DEADLINE, float),
         retries=int(number("retries", DEFAULT_RETRIES, int)),
     )
 
@@ -212,7 +217,7 @@ class Remote:
             if self._backend is None:
                 spec = self.spec
                 kw: dict[str, Any] = dict(connect_timeout=spec.connect_timeout, timeout=spec.timeout,
-                                          credentials=self.credentials)
+                                          credentials=self.credentials, total=spec.deadline)
                 scheme = urllib.parse.urlsplit(spec.url).scheme
                 self._backend = RedisBackend(spec.url, **kw) if scheme.startswith("redis") else HttpBackend(spec.url, **kw)
             return self._backend
