@@ -88,3 +88,73 @@ def test_a_redis_trickle_is_cut_off_at_the_deadline(trickle_redis: fakes.FakeSer
     assert isinstance(result, RemoteError) and "timed out" in str(result), result
     assert took < 4, took
     assert remote.broken is not None
+
+
+def _huge_resp(server: fakes.FakeServer, conn: socket.socket, command: list[bytes]) -> None:
+    """Says an object has 5 bytes, then answers its read with 200 MB."""
+    name = command[0].upper()
+    if name == b"HELLO":
+        conn.sendall(fakes.HELLO_REPLY)
+    elif name == b"STRLEN":
+        conn.sendall(b":5\r\n")
+    elif name in (b"GET", b"GETRANGE", b"MGET"):
+        conn.sendall(b"$%d\r\n" % (200 << 20))
+        chunk = b"A" * (1 << 20)
+        for _ in range(200):
+            conn.sendall(chunk)
+        conn.sendall(b"\r\n")
+    else:
+        conn.sendall(b"+OK\r\n")
+
+
+def test_a_redis_server_that_sends_more_than_asked_is_cut_off(tmp_path: pathlib.Path) -> None:
+    import tracemalloc
+
+    server = fakes.resp_server(_huge_resp)
+    try:
+        remote = Remote(parse_remote(f"redis://127.0.0.1:{server.port}/0?trusted=1&timeout=2&max_size=1000"),
+                        key=None)
+        tracemalloc.start()
+        try:
+            with pytest.raises(RemoteError, match="more than was asked"):
+                remote.fetch(_store(tmp_path), KEY)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < (16 << 20), f"{peak >> 20} MB buffered for a 1000-byte limit"
+        assert remote.broken is not None
+    finally:
+        server.close()
+
+
+def test_redis_reads_stay_within_max_size(redis_server: str, tmp_path: pathlib.Path) -> None:
+    """On a real server: objects are read in GETRANGE chunks, info objects at most 4 KiB each."""
+    import tracemalloc
+
+    import redis
+
+    from gtcache.remote import entry_object, info_object
+
+    client = redis.Redis.from_url(redis_server)
+    client.flushdb()
+    big = b"y" * (8 << 20)
+    for i in range(6):
+        key = f"{i:032x}"
+        client.set("gtcache/" + entry_object(key), b"x")
+        client.set("gtcache/" + info_object(key), big if i else b'{"key": "%s", "program": "p.q"}' % key.encode())
+    remote = Remote(parse_remote(redis_server), key=b"k" * 32)
+    tracemalloc.start()
+    try:
+        entries = remote.listing()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert entries is not None and [e.program for e in entries] == ["p.q", None, None, None, None, None]
+    assert peak < (4 << 20), f"{peak >> 20} MB read to list 6 entries"
+    # An object over max_size is refused from its STRLEN; one under it is read whole, in chunks.
+    client.set("gtcache/" + entry_object(KEY), b"z" * 9_000_001)
+    small = Remote(parse_remote(f"{redis_server}?max_size=9000000"), key=b"k" * 32)
+    with pytest.raises(RemoteError, match="over the 9000000 limit"):
+        small.fetch(_store(tmp_path), KEY)
+    backend = Remote(parse_remote(redis_server), key=b"k" * 32)._open()
+    assert backend.get(entry_object(KEY), 10_000_000) == b"z" * 9_000_001

@@ -52,8 +52,10 @@ class Credentials:
 #: What a listing says of one object: (name, size in bytes, last modified as POSIX time);
 #: None where the protocol does not say.
 Listed = tuple[str, "int | None", "float | None"]
-#: The most a WebDAV listing (PROPFIND answer) may take.
+#: The most a WebDAV listing (PROPFIND answer), or any one Redis answer but an object's, may take.
 _MAX_LISTING = 64 << 20
+#: Bytes of an object per Redis ``GETRANGE``.
+_CHUNK = 4 << 20
 
 
 #: The deadline (``time.monotonic()``) of what this thread asks a backend, if any: every read
@@ -107,6 +109,33 @@ def redact(url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
+@contextlib.contextmanager
+def read_budget(nbytes: int) -> Iterator[None]:
+    """What this thread reads from a Redis socket inside may be at most ``nbytes`` (an outer
+    budget wins): a server that announces or sends more than it was asked for is cut off
+    (``RemoteFailure``) before the client has buffered it."""
+    outer = getattr(_deadline, "budget", None)
+    _deadline.budget = nbytes if outer is None else min(nbytes, outer)
+    try:
+        yield
+    finally:
+        left = getattr(_deadline, "budget", None)
+        _deadline.budget = None if outer is None or left is None else outer - (min(nbytes, outer) - left)
+
+
+class _OverBudget(RemoteFailure):
+    def __init__(self) -> None:
+        super().__init__("the server sent more than was asked for (over the size limit)", retry=False)
+
+
+def _spend(nbytes: int) -> None:
+    budget = getattr(_deadline, "budget", None)
+    if budget is not None:
+        _deadline.budget = budget - nbytes
+        if budget - nbytes < 0:
+            raise _OverBudget()
+
+
 class _DeadlineSocket:
     """A socket whose reads end at this thread's deadline (``deadline``) as well as at the
     socket's own timeout: redis-py's timeout is per read, which a trickle never reaches."""
@@ -134,16 +163,20 @@ class _DeadlineSocket:
     def recv(self, *args: Any) -> bytes:
         self._arm()
         try:
-            return self._sock.recv(*args)  # type: ignore[no-any-return]
+            data: bytes = self._sock.recv(*args)
         finally:
             self._sock.settimeout(self._timeout)
+        _spend(len(data))
+        return data
 
     def recv_into(self, *args: Any) -> int:
         self._arm()
         try:
-            return self._sock.recv_into(*args)  # type: ignore[no-any-return]
+            count: int = self._sock.recv_into(*args)
         finally:
             self._sock.settimeout(self._timeout)
+        _spend(count)
+        return count
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sock, name)
@@ -193,7 +226,7 @@ class RedisBackend:
     def _call(self, what: str, call: Any, *args: Any) -> Any:
         redis = self._redis
         try:
-            with deadline(self.total):
+            with deadline(self.total), read_budget(_MAX_LISTING):
                 return call(*args)
         except redis.exceptions.TimeoutError as error:
             raise RemoteFailure(f"{what}: timed out ({error})", timeout=True) from None
@@ -205,16 +238,26 @@ class RedisBackend:
             raise RemoteFailure(f"{what}: {error}") from None
 
     def get(self, name: str, max_size: int) -> bytes | None:
+        """``STRLEN``, then ``GETRANGE`` in chunks of at most ``_CHUNK`` bytes (never a plain
+        ``GET``: its answer is as long as the server says), all within one deadline; a
+        server that answers a chunk with more than was asked is cut off at the socket."""
         key = self.prefix + name
-        size = self._call("STRLEN", self.client.strlen, key)
-        if not size:
-            return None
-        if size > max_size:
-            raise ObjectTooLarge(f"object '{name}' has {size} bytes, over the {max_size} limit")
-        data = self._call("GET", self.client.get, key)
-        if data is not None and len(data) > max_size:
-            raise ObjectTooLarge(f"object '{name}' has {len(data)} bytes, over the {max_size} limit")
-        return data  # type: ignore[no-any-return]
+        with deadline(self.total), read_budget(max_size + _CHUNK):
+            size = self._call("STRLEN", self.client.strlen, key)
+            if not isinstance(size, int) or size <= 0:
+                return None
+            if size > max_size:
+                raise ObjectTooLarge(f"object '{name}' has {size} bytes, over the {max_size} limit")
+            chunks, got = [], 0
+            while got < size:
+                part = self._call("GETRANGE", self.client.getrange, key, got, min(size, got + _CHUNK) - 1)
+                if not isinstance(part, bytes) or not part:
+                    break  # the object shrank (was replaced) since STRLEN: the bundle check refuses it
+                got += len(part)
+                if got > max_size:
+                    raise ObjectTooLarge(f"object '{name}' has over {max_size} bytes, the limit")
+                chunks.append(part)
+        return b"".join(chunks)
 
     def put(self, name: str, data: bytes) -> None:
         self._call("SET", self.client.set, self.prefix + name, data)
@@ -223,12 +266,23 @@ class RedisBackend:
         return bool(self._call("EXISTS", self.client.exists, self.prefix + name))
 
     def get_many(self, names: list[str], max_size: int) -> dict[str, bytes]:
-        """The objects of ``names`` that exist and are at most ``max_size`` (one MGET per 500)."""
+        """The first ``max_size`` bytes of each object of ``names`` that exists (``GETRANGE 0
+        max_size-1``, pipelined, 500 per round trip; never ``MGET``, whose answer has no bound);
+        an object longer than that is left out."""
         found: dict[str, bytes] = {}
         for start in range(0, len(names), 500):
             chunk = names[start:start + 500]
-            values = self._call("MGET", self.client.mget, [self.prefix + n for n in chunk])
-            found.update((n, v) for n, v in zip(chunk, values, strict=True) if v is not None and len(v) <= max_size)
+
+            def ranges(chunk: list[str] = chunk) -> list[Any]:
+                pipe = self.client.pipeline(transaction=False)
+                for n in chunk:
+                    pipe.getrange(self.prefix + n, 0, max_size)  # one byte more: tells a longer one
+                return list(pipe.execute())
+
+            with read_budget(len(chunk) * (max_size + 64) + _CHUNK):
+                values = self._call("GETRANGE", ranges)
+            found.update((n, v) for n, v in zip(chunk, values, strict=True)
+                         if isinstance(v, bytes) and 0 < len(v) <= max_size)
         return found
 
     def list(self, prefix: str) -> list[Listed]:
