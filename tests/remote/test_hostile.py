@@ -158,3 +158,27 @@ def test_redis_reads_stay_within_max_size(redis_server: str, tmp_path: pathlib.P
         small.fetch(_store(tmp_path), KEY)
     backend = Remote(parse_remote(redis_server), key=b"k" * 32)._open()
     assert backend.get(entry_object(KEY), 10_000_000) == b"z" * 9_000_001
+
+
+def _ok_to_everything(server: fakes.FakeServer, conn: socket.socket, command: list[bytes]) -> None:
+    conn.sendall(b"+OK\r\n")  # not Redis: redis-py's HELLO handling chokes on it (AttributeError)
+
+
+def test_a_server_that_is_not_redis_is_one_error(tmp_path: pathlib.Path) -> None:
+    from tests.remote.test_remote import gtcache_cli
+
+    server = fakes.resp_server(_ok_to_everything)
+    try:
+        url = f"redis://127.0.0.1:{server.port}/0?trusted=1&timeout=2"
+        remote = Remote(parse_remote(url), key=None)
+        with pytest.raises(RemoteError, match="not understood"):
+            remote.fetch(_store(tmp_path), KEY)
+        assert remote.broken is not None and server.requests
+        asked = len(server.requests)
+        with pytest.raises(RemoteError, match="is skipped"):
+            remote.fetch(_store(tmp_path), KEY)
+        assert len(server.requests) == asked  # no retry, no second try
+        code, out = gtcache_cli("--cache-dir", str(tmp_path / "cli"), "pull", "--remote", url, KEY)
+        assert code == 1 and out.startswith("Error: ") and len(out.splitlines()) == 1 and "Traceback" not in out, out
+    finally:
+        server.close()

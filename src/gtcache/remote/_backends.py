@@ -236,6 +236,10 @@ class RedisBackend:
             raise RemoteFailure(f"{what}: {error}", retry=False) from None
         except (redis.exceptions.RedisError, OSError) as error:
             raise RemoteFailure(f"{what}: {error}") from None
+        except RemoteFailure:
+            raise
+        except Exception as error:  # the client choking on an answer that is not Redis's
+            raise _garbage(what, error) from None
 
     def get(self, name: str, max_size: int) -> bytes | None:
         """``STRLEN``, then ``GETRANGE`` in chunks of at most ``_CHUNK`` bytes (never a plain
@@ -306,6 +310,12 @@ class RedisBackend:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _garbage(what: str, error: BaseException) -> RemoteFailure:
+    """Any other exception from a client: the server answered something it could not parse."""
+    return RemoteFailure(f"{what}: the server's answer was not understood ({type(error).__name__}: {error})",
+                         retry=False)
 
 
 def _multistatus(data: bytes, folder: str) -> list[Listed]:
@@ -380,6 +390,10 @@ class HttpBackend:
             raise RemoteFailure(f"{method} timed out ({type(error).__name__})", timeout=True) from None
         except httpx.HTTPError as error:
             raise RemoteFailure(f"{method} failed: {error or type(error).__name__}") from None
+        except RemoteFailure:
+            raise
+        except Exception as error:
+            raise _garbage(method, error) from None
 
     @staticmethod
     def _check(method: str, response: Any) -> None:
@@ -409,6 +423,10 @@ class HttpBackend:
             raise RemoteFailure(f"GET timed out ({type(error).__name__})", timeout=True) from None
         except httpx.HTTPError as error:
             raise RemoteFailure(f"GET failed: {error or type(error).__name__}") from None
+        except RemoteFailure:
+            raise
+        except Exception as error:
+            raise _garbage("GET", error) from None
 
     def put(self, name: str, data: bytes) -> None:
         self._check("PUT", self._request("PUT", name, content=data))
@@ -460,6 +478,10 @@ class HttpBackend:
             raise RemoteFailure(f"PROPFIND timed out ({type(error).__name__})", timeout=True) from None
         except httpx.HTTPError as error:
             raise RemoteFailure(f"PROPFIND failed: {error or type(error).__name__}") from None
+        except RemoteFailure:
+            raise
+        except Exception as error:
+            raise _garbage("PROPFIND", error) from None
         base = prefix.rstrip("/") + "/"
         return [(base + name, size, modified)
                 for name, size, modified in _multistatus(b"".join(chunks), urllib.parse.urlsplit(folder).path)]

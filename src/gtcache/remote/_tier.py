@@ -228,7 +228,11 @@ class Remote:
             raise RemoteError(f"Remote '{self.name}' is skipped: {self.broken}.")
         if (problem := self.problem()) is not None:
             raise RemoteError(f"Remote '{self.name}' is not used: {problem}.")
-        backend = self._open()
+        try:
+            backend = self._open()
+        except Exception as error:  # no client package, a URL the client refuses
+            self.broken = f"cannot connect: {error}"
+            raise RemoteError(f"Remote '{self.name}': {self.broken}") from None
         attempt = 0
         while True:
             try:
@@ -239,6 +243,9 @@ class Remote:
                     attempt += 1
                     continue
                 self.broken = f"{what} failed: {failure}"
+                raise RemoteError(f"Remote '{self.name}': {self.broken}.") from None
+            except Exception as error:  # a backend's bug or a client's: the remote is skipped all the same
+                self.broken = f"{what} failed: {type(error).__name__}: {error}"
                 raise RemoteError(f"Remote '{self.name}': {self.broken}.") from None
 
     # -- what the tier does ----------------------------------------------------------------
