@@ -182,3 +182,39 @@ def test_a_server_that_is_not_redis_is_one_error(tmp_path: pathlib.Path) -> None
         assert code == 1 and out.startswith("Error: ") and len(out.splitlines()) == 1 and "Traceback" not in out, out
     finally:
         server.close()
+
+
+CONTROL = b"-ERR \x1b]0;PWNED-TITLE\x07\x1b[2J\x1b[31mfake\x1b[0m\r\n"
+
+
+def _control_errors(server: fakes.FakeServer, conn: socket.socket, command: list[bytes]) -> None:
+    """A Redis server whose every error message is terminal escapes."""
+    conn.sendall(fakes.HELLO_REPLY if command[0].upper() == b"HELLO" else CONTROL)
+
+
+def test_server_text_is_escaped_before_the_terminal(tmp_path: pathlib.Path) -> None:
+    from tests.remote.test_remote import gtcache_cli, model_run
+
+    server = fakes.resp_server(_control_errors)
+    try:
+        url = f"redis://127.0.0.1:{server.port}/0?trusted=1&timeout=2"
+        code, out = gtcache_cli("--cache-dir", str(tmp_path / "cli"), "doctor", env={"GTCACHE_REMOTE": url})
+        lines = [line for line in out.splitlines() if line.startswith("Remote:")]
+        assert len(lines) == 1 and "\\x1b]0;PWNED-TITLE\\x07" in lines[0], lines
+        assert "\x1b" not in out and "\x07" not in out
+        code, out = gtcache_cli("--cache-dir", str(tmp_path / "cli"), "pull", "--remote", url, KEY)
+        assert code == 1 and "\x1b" not in out and "\\x1b[2J" in out, out
+        run = model_run(tmp_path / "store", url, tmp_path)
+        assert run["correct"] == [True]
+        said = [w for w in run["warnings"] if "PWNED" in w]
+        assert said and not [w for w in said if "\x1b" in w or "\x07" in w], said
+    finally:
+        server.close()
+
+
+def test_one_escape_for_library_and_cli() -> None:
+    from gtcache.errors import escape
+    from gtcache_cli import _text
+
+    assert _text.escape is escape
+    assert escape("a\x1b[2Jb\u202e") == "a\\x1b[2Jb\\u202e" and escape(escape("\x07")) == "\\x07"

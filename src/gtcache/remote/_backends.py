@@ -17,7 +17,7 @@ import urllib.parse
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from gtcache.errors import GtcacheError
+from gtcache.errors import GtcacheError, escape
 
 __all__ = ["Backend", "Credentials", "HttpBackend", "RedisBackend", "RemoteFailure", "redact"]
 
@@ -26,7 +26,7 @@ class RemoteFailure(Exception):
     """The remote did not answer as it should (unreachable, slow, refused, garbage)."""
 
     def __init__(self, message: str, *, timeout: bool = False, retry: bool = True):
-        super().__init__(message)
+        super().__init__(escape(message))  # what a server says is data, never terminal commands
         self.timeout = timeout
         #: Whether trying again could help (a refused login or a 4xx will not).
         self.retry = retry and not timeout

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar
 
 from gtcache import bundle
-from gtcache.errors import GtcacheError
+from gtcache.errors import GtcacheError, escape
 from gtcache.remote._backends import Backend, Credentials, HttpBackend, RedisBackend, RemoteFailure, redact
 from gtcache.store import Store, is_key
 
@@ -62,7 +62,11 @@ T = TypeVar("T")
 
 
 class RemoteError(GtcacheError):
-    """A remote that cannot be used: a bad URL, a failure talking to it, a refused object."""
+    """A remote that cannot be used: a bad URL, a failure talking to it, a refused object.
+    Its message is escaped (``gtcache.errors.escape``): it may quote what a server sent."""
+
+    def __init__(self, message: str):
+        super().__init__(escape(message))
 
 
 def entry_object(key: str) -> str:
