@@ -26,9 +26,11 @@ import hashlib
 import hmac
 import io
 import json
+import os
 import threading
 import time
 import urllib.parse
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar
 
@@ -194,6 +196,15 @@ class Remote:
         self.broken: str | None = None
         self._backend: Backend | None = None
         self._lock = threading.Lock()
+        _live.add(self)
+
+    def _after_fork_in_child(self) -> None:
+        """A forked child opens its own connection: the parent's socket is the parent's (two
+        processes reading one socket would read each other's answers)."""
+        self._lock = threading.Lock()
+        if self._backend is not None:
+            _forked_away.append(self._backend)  # never closed here, never collected: its socket is the parent's
+            self._backend = None
 
     @property
     def name(self) -> str:
@@ -393,3 +404,16 @@ class Remote:
         assert self.key is not None
         message = f"gtcache direct link {_DIRECT_FORMAT}\0{direct_key}\0{build_key}".encode()
         return hmac.new(self.key, message, hashlib.sha256).hexdigest()
+
+
+_live: weakref.WeakSet[Remote] = weakref.WeakSet()
+#: Backends a forked child inherited: kept, unused, so that nothing closes the parent's connection.
+_forked_away: list[Backend] = []
+
+
+def _after_fork_in_child() -> None:
+    for remote in list(_live):
+        remote._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
