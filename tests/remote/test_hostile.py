@@ -218,3 +218,29 @@ def test_one_escape_for_library_and_cli() -> None:
 
     assert _text.escape is escape
     assert escape("a\x1b[2Jb\u202e") == "a\\x1b[2Jb\\u202e" and escape(escape("\x07")) == "\\x07"
+
+
+def test_a_signed_object_replayed_under_another_key_is_refused_unpublished(
+        redis_server: str, tmp_path: pathlib.Path) -> None:
+    import io
+
+    import redis
+
+    from gtcache import bundle
+    from gtcache.remote import entry_object
+    from tests.helpers import publish
+
+    signing = b"k" * 32
+    source = gtcache.open_store(tmp_path / "source", create=True)
+    a = publish(source, "progA", payload=b"print('A')\n")
+    out = io.BytesIO()
+    bundle.write_bundle(out, source, [source.get(a.key)], key=signing)
+    other = "cd" * 16
+    redis.Redis.from_url(redis_server).set("gtcache/" + entry_object(other), out.getvalue())
+    target = gtcache.open_store(tmp_path / "target", create=True)
+    remote = Remote(parse_remote(redis_server), key=signing)
+    with pytest.raises(RemoteError, match="replayed under another name"):
+        remote.fetch(target, other)
+    assert target.lookup(a.key) is None and target.lookup(other) is None  # nothing was published
+    assert remote.broken is None  # a refused object is not a broken remote
+    assert list((target.root / "tmp").iterdir()) == []

@@ -327,7 +327,7 @@ class Remote:
         try:
             report = bundle.read_bundle(
                 io.BytesIO(data), store, key=self.key, require_signature=self.key is not None,
-                facts=facts, force=force, name=name,
+                facts=facts, force=force, name=name, expect=(key,),
             )
         except bundle.BundleError as error:
             raise RemoteError(f"Remote object refused: {error}") from None
