@@ -244,3 +244,27 @@ def test_a_signed_object_replayed_under_another_key_is_refused_unpublished(
     assert target.lookup(a.key) is None and target.lookup(other) is None  # nothing was published
     assert remote.broken is None  # a refused object is not a broken remote
     assert list((target.root / "tmp").iterdir()) == []
+
+
+BAD_URLS = ["redis://cache:99999/0", "redis://cache:port/0", "http://[::1/base", "http://[not-v6]/base",
+            "https://alice:pw-secret@cache:70000/base"]
+
+
+@pytest.mark.parametrize("url", BAD_URLS)
+def test_a_malformed_url_is_one_error_line(url: str, tmp_path: pathlib.Path) -> None:
+    from gtcache.errors import GtcacheError
+    from gtcache.remote import redact
+    from tests.remote.test_remote import gtcache_cli
+
+    shown = redact(url)  # never raises, never shows the password
+    assert "pw-secret" not in shown and "?" not in shown
+    with pytest.raises(RemoteError, match="is not a valid URL") as caught:
+        parse_remote(url)
+    assert "\n" not in str(caught.value) and "pw-secret" not in str(caught.value)
+    with pytest.raises(GtcacheError, match="is not a valid URL"):
+        gtcache.install(remote=url)
+    code, out = gtcache_cli("--cache-dir", str(tmp_path / "cli"), "pull", "--remote", url, KEY)
+    assert code == 1 and out.startswith("Error: ") and len(out.splitlines()) == 1 and "pw-secret" not in out, out
+    code, out = gtcache_cli("--cache-dir", str(tmp_path / "cli"), "doctor", env={"GTCACHE_REMOTE": url})
+    lines = [line for line in out.splitlines() if line.startswith("Remote:")]
+    assert len(lines) == 1 and "is not a valid URL" in lines[0] and "pw-secret" not in out, out

@@ -99,11 +99,24 @@ class Backend(Protocol):
 
 
 def redact(url: str) -> str:
-    """``url`` without its password (and without its query): what messages show."""
-    parts = urllib.parse.urlsplit(url)
+    """``url`` without its password (and without its query): what messages show. Never
+    raises: a URL that does not parse (a bad port, a bad IPv6 address) loses everything
+    before its last ``@`` in the authority, and its query."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError:
+        scheme, sep, rest = url.partition("://")
+        rest = rest.split("?", 1)[0].split("#", 1)[0]
+        authority, slash, path = rest.partition("/")
+        if "@" in authority:
+            authority = "***@" + authority.rpartition("@")[2]
+        return escape(f"{scheme}{sep}{authority}{slash}{path}" if sep else url.split("?", 1)[0])
     netloc = parts.hostname or ""
-    if parts.port:
-        netloc = f"{netloc}:{parts.port}"
+    if ":" in netloc:
+        netloc = f"[{netloc}]"  # an IPv6 address
+    if port:
+        netloc = f"{netloc}:{port}"
     if parts.username:
         netloc = f"{parts.username}:***@{netloc}" if parts.password else f"{parts.username}@{netloc}"
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))

@@ -129,8 +129,12 @@ class RemoteSpec:
 def parse_remote(text: str) -> RemoteSpec:
     """``redis://[user:password@]host:port/db`` / ``rediss://`` / ``http(s)://host/base``, with
     options ``?mode=read|read-write&trusted=1&max_size=BYTES&connect_timeout=S&timeout=S&deadline=S&retries=N``."""
-    parts = urllib.parse.urlsplit(text.strip())
     shown = redact(text.strip())
+    try:
+        parts = urllib.parse.urlsplit(text.strip())
+        parts.port  # noqa: B018 - a port that is not a number in 0-65535 raises here
+    except ValueError as error:
+        raise RemoteError(f"Remote '{shown}' is not a valid URL ({error}).") from None
     if parts.scheme not in SCHEMES or not parts.hostname:
         raise RemoteError(f"Remote '{shown}' is not a redis://, rediss://, http:// or https:// URL with a host.")
     try:
