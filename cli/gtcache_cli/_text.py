@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gtcache.errors import escape  # noqa: F401 - the CLI uses it from here: one escape for all
+from gtcache.errors import escape as escape  # the CLI uses it from here: one escape for all
 
 #: The shortest key prefix ``info``, ``rm`` and ``Store.resolve`` accept.
 MIN_PREFIX = 4

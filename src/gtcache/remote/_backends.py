@@ -78,7 +78,7 @@ def deadline(seconds: float) -> Iterator[None]:
 
 def _time_left(what: str) -> float | None:
     """Seconds left before this thread's deadline (None: none); ``RemoteFailure`` when past it."""
-    at = getattr(_deadline, "at", None)
+    at: float | None = getattr(_deadline, "at", None)
     if at is None:
         return None
     left = at - time.monotonic()
@@ -155,7 +155,7 @@ class _DeadlineSocket:
 
     def __init__(self, sock: Any):
         self._sock = sock
-        self._timeout = sock.gettimeout()
+        self._timeout: float | None = sock.gettimeout()
 
     def settimeout(self, value: float | None) -> None:
         self._timeout = value
