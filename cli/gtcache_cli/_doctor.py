@@ -7,6 +7,7 @@ import json
 import click
 
 from gtcache_cli._common import EXIT_CODES_HELP, Context, json_option, pass_context
+from gtcache_cli._text import escape
 
 
 @click.command(name="doctor", epilog=EXIT_CODES_HELP)
@@ -72,7 +73,7 @@ def _text(report: object) -> None:
         echo(f"Read-only tier: {tier.path}  {tier.problem or 'ok'}")
     for remote in report.remotes:
         trusted = ", trusted" if remote.trusted else ""
-        echo(f"Remote:        {remote.name} ({remote.mode}{trusted})  {remote.problem or 'answers'}")
+        echo(f"Remote:        {escape(remote.name)} ({remote.mode}{trusted})  {escape(remote.problem or 'answers')}")
     echo("Toolchain (key ingredients):")
     for name, value in report.toolchain.items():
         echo(f"  {name}: {value}")

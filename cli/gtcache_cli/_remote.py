@@ -8,7 +8,7 @@ import click
 
 from gtcache import toolchain
 from gtcache.errors import GtcacheError
-from gtcache.policies.config import remote_urls
+from gtcache.policies.config import FILE_SOURCE, remote_urls
 from gtcache.remote import Remote, RemoteError, open_remote
 from gtcache.store import Store, is_key
 from gtcache_cli import _complete
@@ -20,10 +20,10 @@ _REMOTE_HELP = "A remote URL (repeatable) [default: GTCACHE_REMOTE]; see docs/re
 
 def _remotes(obj: Context, urls: tuple[str, ...], *, writable: bool) -> list[Remote]:
     settings = obj.settings
-    chosen = urls or remote_urls(settings)[0]
+    chosen, source = (urls, "--remote") if urls else remote_urls(settings)
     if not chosen:
         raise GtcacheError("No remote: give --remote URL, set GTCACHE_REMOTE or [remote] urls in the store's gtcache.toml.")
-    remotes = [open_remote(url, settings) for url in chosen]
+    remotes = [open_remote(url, settings, from_file=source == FILE_SOURCE) for url in chosen]
     for remote in remotes:
         if (problem := remote.problem()) is not None:
             raise RemoteError(f"Remote '{remote.name}' is not used: {problem}.")
@@ -63,7 +63,8 @@ def push_command(obj: Context, queries: tuple[str, ...], urls: tuple[str, ...], 
 def writable_remotes(obj: Context, command: str) -> list[Remote]:
     """The read-write remotes configured for the store (``GTCACHE_REMOTE``, ``[remote]``), each
     usable; ``RemoteError`` saying how to configure one when there is none."""
-    remotes = [r for r in (open_remote(url, obj.settings) for url in remote_urls(obj.settings)[0]) if r.writable]
+    urls, source = remote_urls(obj.settings)
+    remotes = [r for r in (open_remote(url, obj.settings, from_file=source == FILE_SOURCE) for url in urls) if r.writable]
     if not remotes:
         raise RemoteError(f"{command}: no read-write remote to push to; name one with ?mode=read-write in"
                           " GTCACHE_REMOTE or in [remote] urls of the store's gtcache.toml.")

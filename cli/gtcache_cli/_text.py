@@ -11,13 +11,14 @@ import dataclasses
 import datetime
 import os
 import sys
-import unicodedata
 from collections.abc import Sequence
 from typing import Literal
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from gtcache.errors import escape as escape  # the CLI uses it from here: one escape for all
 
 #: The shortest key prefix ``info``, ``rm`` and ``Store.resolve`` accept.
 MIN_PREFIX = 4
@@ -40,21 +41,6 @@ def _isatty(stream: object) -> bool:
         return bool(stream.isatty())  # type: ignore[attr-defined]
     except (AttributeError, ValueError):
         return False
-
-
-def escape(text: str) -> str:
-    """``text`` with control and format characters (terminal escapes, bidi overrides) shown as
-    ``\\x1b``-style escapes: names from a store are data, never commands to the terminal."""
-    if text.isprintable():
-        return text
-    out = []
-    for char in text:
-        if unicodedata.category(char)[0] == "C":
-            code = ord(char)
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
-        else:
-            out.append(char)
-    return "".join(out)
 
 
 def plural(count: int, singular: str, plural_form: str | None = None) -> str:

@@ -40,7 +40,7 @@ import shutil
 import tarfile
 import tempfile
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import IO, Any, BinaryIO, Protocol
 
 import xxhash
@@ -333,8 +333,13 @@ class _Header(tarfile.TarInfo):
 def read_bundle(
     stream: IO[bytes], store: Store, *, key: bytes | None = None, require_signature: bool = False,
     force: bool = False, facts: Mapping[str, Any] | None = None, name: str = "<stream>",
+    expect: Collection[str] | None = None,
 ) -> ImportReport:
     """Check everything in the bundle read from the binary ``stream``, then publish its entries.
+
+    ``expect``: the keys the bundle must hold, no more, no fewer (a remote object is named
+    after its entry): a signed bundle of other entries, replayed under this name, is
+    refused right after the signature check, before anything is staged.
 
     With ``key``, the bundle must carry a signature made with it; ``require_signature``
     refuses unsigned bundles (and needs ``key`` to check one). Entries built for another
@@ -355,7 +360,7 @@ def read_bundle(
     except OSError as error:
         raise BundleError(f"Cannot stage the import in '{tmp_root}': {error.strerror or error}.") from None
     try:
-        listed = _receive(stream, staging, key, require_signature, name)
+        listed = _receive(stream, staging, key, require_signature, name, expect)
         checked = _check_entries(listed, staging, name)
         return _publish_all(store, checked, staging, force, facts or {}, name)
     finally:
@@ -386,6 +391,7 @@ class _Listed:
 
 def _receive(
     stream: IO[bytes], staging: pathlib.Path, key: bytes | None, require_signature: bool, name: str,
+    expect: Collection[str] | None = None,
 ) -> dict[str, dict[str, tuple[int, str]]]:
     """Read the whole archive into ``staging/<key>/<file>``; return key -> file -> (size, xxh3)."""
     try:
@@ -394,7 +400,7 @@ def _receive(
         except (tarfile.TarError, EOFError, zlib.error) as error:
             raise BundleError(f"Bundle '{name}' is not a gtcache bundle (not a tar.gz stream: {error}).") from None
         with tar:
-            return _receive_members(tar, staging, key, require_signature, name)
+            return _receive_members(tar, staging, key, require_signature, name, expect)
     except _HeaderRefused as error:
         raise BundleError(f"Bundle '{name}': {error}") from None
     except (tarfile.TarError, EOFError, zlib.error) as error:
@@ -405,6 +411,7 @@ def _receive(
 
 def _receive_members(
     tar: tarfile.TarFile, staging: pathlib.Path, key: bytes | None, require_signature: bool, name: str,
+    expect: Collection[str] | None = None,
 ) -> dict[str, dict[str, tuple[int, str]]]:
     first = tar.next()
     if first is None or first.name != MANIFEST or not first.isreg():
@@ -424,6 +431,12 @@ def _receive_members(
         member = tar.next()
     _check_signature(manifest_bytes, signature, key, require_signature, name)
     listed = _manifest_members(manifest, name)
+    if expect is not None:
+        holds = sorted({path.split("/")[2] for path in listed})
+        if holds != sorted(set(expect)):
+            shown = ", ".join(f"'{k}'" for k in holds[:3]) or "nothing"
+            raise BundleError(f"Bundle '{name}' holds {shown}, not {', '.join(repr(k) for k in sorted(set(expect)))}"
+                              " it is named after (an object replayed under another name?); nothing imported.")
 
     seen: set[str] = set()
     received: dict[str, dict[str, tuple[int, str]]] = {}

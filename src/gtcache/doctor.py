@@ -357,11 +357,11 @@ def _store_report(settings: Settings) -> StoreReport:
 
 def _remotes(settings: Settings) -> tuple[RemoteReport, ...]:
     """Each remote, pinged once (a remote that is down costs its connect timeout here)."""
-    from gtcache.policies.config import remote_urls
+    from gtcache.policies.config import FILE_SOURCE, remote_urls
     from gtcache.remote import RemoteError, open_remote
 
     try:
-        urls, _ = remote_urls(settings)
+        urls, source = remote_urls(settings)  # the file only if it and the store pass the trust check
     except GtcacheError as error:
         return (RemoteReport("gtcache.toml [remote]", "?", False, f"Not used: {error}"),)
     if not urls:
@@ -373,7 +373,7 @@ def _remotes(settings: Settings) -> tuple[RemoteReport, ...]:
     reports = []
     for url in urls:
         try:
-            remote = open_remote(url, settings)
+            remote = open_remote(url, settings, from_file=source == FILE_SOURCE)
         except RemoteError as error:
             reports.append(RemoteReport(_redact(url), "?", False, f"Not used: {error}"))
             continue

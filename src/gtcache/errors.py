@@ -8,6 +8,7 @@ ending in a period, with names in single quotes.
 from __future__ import annotations
 
 import pathlib
+import unicodedata
 
 __all__ = [
     "AmbiguousKeyError",
@@ -18,7 +19,24 @@ __all__ = [
     "StoreVersionError",
     "UnsupportedArtifactError",
     "UntrustedStoreError",
+    "escape",
 ]
+
+
+def escape(text: str) -> str:
+    """``text`` with control and format characters (terminal escapes, bidi overrides) shown as
+    ``\\x1b``-style escapes: names from a store, error messages from a server, are data,
+    never commands to the terminal. The one escape of the library and the CLI."""
+    if text.isprintable():
+        return text
+    out = []
+    for char in text:
+        if unicodedata.category(char)[0] == "C":
+            code = ord(char)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+        else:
+            out.append(char)
+    return "".join(out)
 
 
 class GtcacheError(Exception):

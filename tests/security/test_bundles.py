@@ -500,3 +500,19 @@ def test_write_and_read_one_entry_through_a_stream(source: gtcache.Store, tmp_pa
 def read_members_from(data: bytes) -> list[Member]:
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
         return [(i, tar.extractfile(i).read()) for i in tar.getmembers()]  # type: ignore[union-attr]
+
+
+def test_a_bundle_naming_other_keys_than_expected_is_refused_before_staging(tmp_path: pathlib.Path) -> None:
+    from tests.helpers import publish
+
+    source = gtcache.open_store(tmp_path / "source", create=True)
+    a = publish(source, "progA")
+    out = io.BytesIO()
+    write_bundle(out, source, [source.get(a.key)], key=b"k" * 32)
+    target = gtcache.open_store(tmp_path / "target", create=True)
+    with pytest.raises(BundleError, match="not 'cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd' it is named after"):
+        read_bundle(io.BytesIO(out.getvalue()), target, key=b"k" * 32, require_signature=True,
+                           expect=("cd" * 16,))
+    assert target.lookup(a.key) is None
+    report = read_bundle(io.BytesIO(out.getvalue()), target, key=b"k" * 32, expect=(a.key,))
+    assert list(report.imported) == [a.key]

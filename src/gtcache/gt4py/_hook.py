@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from gtcache.errors import CorruptEntryError, GtcacheError, UnsupportedArtifactError
+from gtcache.errors import CorruptEntryError, GtcacheError, UnsupportedArtifactError, escape
 from gtcache.gt4py import _compat, _facts
 from gtcache.gt4py._loading import LoadedArtifact, artifact_of, publish_artifact
 from gtcache.gt4py.ingredients import (
@@ -195,6 +195,7 @@ class Hook:
     # -- reporting ------------------------------------------------------------------------
 
     def warn_once(self, reason: str, consequence: str = "compiling without the cache") -> None:
+        reason = escape(reason)  # it may quote a server's answer or a name from a store
         with self._lock:
             if reason in self._warned:
                 return

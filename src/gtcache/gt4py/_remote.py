@@ -9,7 +9,9 @@ that fails once is skipped for the rest of the process, with one warning.
 from __future__ import annotations
 
 import collections
+import os
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +26,10 @@ FLUSH_SECONDS = 30.0
 
 
 class RemoteTiers:
+    """The remotes of one hook. After ``os.fork`` the child gets a queue and push thread of
+    its own (the parent's thread does not exist there; the parent's queued pushes are the
+    parent's): a forked worker's compiles are pushed, and its exit waits only for them."""
+
     def __init__(self, remotes: tuple[Remote, ...], warn: Callable[[str, str], None]):
         self.remotes = remotes
         self._warn = warn
@@ -35,6 +41,13 @@ class RemoteTiers:
         #: Objects fetched and pushed by this process (for tests and the log).
         self.fetched = 0
         self.pushed = 0
+        _live.add(self)
+
+    def _after_fork_in_child(self) -> None:
+        self._jobs = collections.deque()
+        self._pending = 0
+        self._cond = threading.Condition()
+        self._thread = None
 
     def _usable(self, writable: bool = False) -> list[Remote]:
         return [r for r in self.remotes if r.broken is None and (r.writable or not writable)]
@@ -128,3 +141,14 @@ class RemoteTiers:
         if self._facts is None:
             self._facts = toolchain.current_facts()
         return self._facts
+
+
+_live: weakref.WeakSet[RemoteTiers] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for tiers in list(_live):
+        tiers._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

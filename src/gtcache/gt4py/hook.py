@@ -320,16 +320,22 @@ def _open_stores(settings: Settings, hook: Hook) -> HookStores:
 
 
 def _remotes_of_store(hook: Hook, store: Store, settings: Settings) -> RemoteTiers | None:
-    """The remotes ``[remote]`` in the store's ``gtcache.toml`` names (none: no file)."""
+    """The remotes ``[remote]`` in the store's ``gtcache.toml`` names (none: no file). The
+    file is read only if it and the store pass the trust check; its remotes are never
+    trusted, need the bundle key and get no credentials (``open_remote(from_file=True)``)."""
     if not (store.root / CONFIG_FILE).exists():
         return None
     from gtcache.policies.config import remote_urls
 
-    urls, _ = remote_urls(settings, store.root)
-    return _open_remotes(hook, settings, urls) if urls else None
+    try:
+        urls, _ = remote_urls(settings, store.root)
+    except GtcacheError as error:
+        hook.warn_once(f"no remote used: {error}", "compiling without remotes")
+        return None
+    return _open_remotes(hook, settings, urls, from_file=True) if urls else None
 
 
-def _open_remotes(hook: Hook, settings: Settings, urls: tuple[str, ...]) -> RemoteTiers | None:
+def _open_remotes(hook: Hook, settings: Settings, urls: tuple[str, ...], *, from_file: bool = False) -> RemoteTiers | None:
     """The usable remotes of ``urls`` (a warning for each that is not)."""
     from gtcache.gt4py._remote import RemoteTiers
     from gtcache.remote import RemoteError, open_remote
@@ -342,7 +348,7 @@ def _open_remotes(hook: Hook, settings: Settings, urls: tuple[str, ...]) -> Remo
     usable = []
     for url in urls:
         try:
-            remote = open_remote(url, settings)
+            remote = open_remote(url, settings, from_file=from_file)
         except RemoteError as error:
             hook.warn_once(str(error), "it is skipped")
             continue

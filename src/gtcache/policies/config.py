@@ -15,11 +15,17 @@ The remote tiers may be named there too (``remote_urls``; edited by hand)::
     urls = ["redis://cache:6379/0?mode=read-write", "https://cache.example.org/gtcache"]
 
 ``GTCACHE_REMOTE`` (even set empty) and ``gtcache.install(remote=...)`` override them.
+Whoever can write the file chooses where this reader fetches code from, so it is read
+only when the store passes the reader's trust check and the file itself is owned and
+writable as an entry file must be (``gtcache.store._trust``); a remote it names is
+never trusted (``?trusted=1`` is refused), needs ``GTCACHE_BUNDLE_KEY`` and gets no
+credentials from the environment (``gtcache.remote.open_remote(from_file=True)``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import pathlib
 import tomllib
 from collections.abc import Mapping
@@ -28,14 +34,17 @@ from typing import Any
 from gtcache.errors import GtcacheError
 from gtcache.settings import Settings, split_remotes
 from gtcache.policies._units import SIZE_HELP, parse_size
-from gtcache.store import CONFIG_FILE, Store, atomic_write_text, read_regular
+from gtcache.store import CONFIG_FILE, Store, TrustPolicy, atomic_write_text, check_store, open_regular, read_regular
 
 __all__ = [
-    "CONFIG_KEYS", "ConfigValue", "check_value", "config_file_problems", "read_config", "remote_urls", "set_config",
+    "CONFIG_KEYS", "ENV_SOURCE", "FILE_SOURCE", "ConfigValue", "check_value", "config_file_problems", "read_config",
+    "remote_urls", "set_config",
 ]
 
 #: The section and field of ``gtcache.toml`` naming remote tiers (a URL or a list of URLs).
 REMOTE_TABLE, REMOTE_FIELD = "remote", "urls"
+#: Where ``remote_urls`` found the URLs: the reader's own (environment, ``install``) or the file.
+ENV_SOURCE, FILE_SOURCE = "GTCACHE_REMOTE", f"{CONFIG_FILE} [{REMOTE_TABLE}]"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,15 +174,45 @@ def _file_remotes(data: Mapping[str, Any], path: pathlib.Path) -> tuple[str, ...
 
 
 def remote_urls(settings: Settings, root: pathlib.Path | None = None) -> tuple[tuple[str, ...], str]:
-    """(the remote tier URLs, where they come from) for the store at ``root`` (default
-    ``settings.cache_dir``): ``settings.remotes`` when given (``GTCACHE_REMOTE``,
-    ``install(remote=...)``), else ``[remote] urls`` of the store's ``gtcache.toml``.
-    ``GtcacheError`` for a file that cannot be read or a bad ``[remote]``."""
+    """(the remote tier URLs, where they come from: ``ENV_SOURCE``, ``FILE_SOURCE`` or
+    ``"unset"``) for the store at ``root`` (default ``settings.cache_dir``):
+    ``settings.remotes`` when given (``GTCACHE_REMOTE``, ``install(remote=...)``), else
+    ``[remote] urls`` of the store's ``gtcache.toml``, read only when the store and the
+    file pass the trust check of ``settings`` (owner and mode, as entry files). Open
+    file URLs with ``open_remote(url, settings, from_file=True)``. ``GtcacheError`` for a
+    file that cannot be read, is not trusted, or has a bad ``[remote]``."""
     if settings.remotes_given:
-        return settings.remotes, "GTCACHE_REMOTE"
+        return settings.remotes, ENV_SOURCE
     root = settings.cache_dir if root is None else root
-    urls = _file_remotes(_read_file(root), root / CONFIG_FILE)
-    return urls, (f"{CONFIG_FILE} [{REMOTE_TABLE}]" if urls else "unset")
+    path = root / CONFIG_FILE
+    try:
+        fd, info = open_regular(path)
+    except FileNotFoundError:
+        return (), "unset"
+    except OSError as error:
+        raise GtcacheError(f"Cannot read '{path}': {error}.") from None
+    try:
+        policy = TrustPolicy.from_ids(settings.trusted_users, settings.trusted_groups)
+        problem = policy.problem(path, info)
+        if problem is not None:
+            raise GtcacheError(f"[{REMOTE_TABLE}] of '{path}' is not read: {problem}.")
+        try:
+            check_store(root, settings.index_dir if root == settings.cache_dir else None, policy)
+        except GtcacheError as error:
+            raise GtcacheError(f"[{REMOTE_TABLE}] of '{path}' is not read: {error}") from None
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):  # the file that was checked, not one put in its place since
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    try:
+        data = tomllib.loads(b"".join(chunks).decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise GtcacheError(f"Cannot read '{path}': {error}.") from None
+    except tomllib.TOMLDecodeError as error:
+        raise GtcacheError(f"'{path}' is not TOML: {error}.") from None
+    urls = _file_remotes(data, path)
+    return urls, (FILE_SOURCE if urls else "unset")
 
 
 def config_file_problems(root: pathlib.Path) -> list[str]:

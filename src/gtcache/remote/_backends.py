@@ -8,11 +8,16 @@ retries and the circuit breaker are the tier's (``_tier.py``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import socket
+import threading
+import time
 import urllib.parse
+from collections.abc import Iterator
 from typing import Any, Protocol
 
-from gtcache.errors import GtcacheError
+from gtcache.errors import GtcacheError, escape
 
 __all__ = ["Backend", "Credentials", "HttpBackend", "RedisBackend", "RemoteFailure", "redact"]
 
@@ -21,7 +26,7 @@ class RemoteFailure(Exception):
     """The remote did not answer as it should (unreachable, slow, refused, garbage)."""
 
     def __init__(self, message: str, *, timeout: bool = False, retry: bool = True):
-        super().__init__(message)
+        super().__init__(escape(message))  # what a server says is data, never terminal commands
         self.timeout = timeout
         #: Whether trying again could help (a refused login or a 4xx will not).
         self.retry = retry and not timeout
@@ -47,8 +52,40 @@ class Credentials:
 #: What a listing says of one object: (name, size in bytes, last modified as POSIX time);
 #: None where the protocol does not say.
 Listed = tuple[str, "int | None", "float | None"]
-#: The most a WebDAV listing (PROPFIND answer) may take.
+#: The most a WebDAV listing (PROPFIND answer), or any one Redis answer but an object's, may take.
 _MAX_LISTING = 64 << 20
+#: Bytes of an object per Redis ``GETRANGE``.
+_CHUNK = 4 << 20
+
+
+#: The deadline (``time.monotonic()``) of what this thread asks a backend, if any: every read
+#: from a Redis socket, and every chunk of an HTTP body, checks it.
+_deadline = threading.local()
+
+
+@contextlib.contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """All a backend does inside must finish within ``seconds`` (an outer deadline wins):
+    a server trickling one byte per read timeout is cut off (``RemoteFailure``, timeout)."""
+    outer = getattr(_deadline, "at", None)
+    at = time.monotonic() + seconds
+    _deadline.at = at if outer is None else min(at, outer)
+    try:
+        yield
+    finally:
+        _deadline.at = outer
+
+
+def _time_left(what: str) -> float | None:
+    """Seconds left before this thread's deadline (None: none); ``RemoteFailure`` when past it."""
+    at: float | None = getattr(_deadline, "at", None)
+    if at is None:
+        return None
+    left = at - time.monotonic()
+    if left <= 0:
+        raise RemoteFailure(f"{what}: over the deadline for one object (a server too slow, or trickling)",
+                            timeout=True)
+    return left
 
 
 class Backend(Protocol):
@@ -62,23 +99,122 @@ class Backend(Protocol):
 
 
 def redact(url: str) -> str:
-    """``url`` without its password (and without its query): what messages show."""
-    parts = urllib.parse.urlsplit(url)
+    """``url`` without its password (and without its query): what messages show. Never
+    raises: a URL that does not parse (a bad port, a bad IPv6 address) loses everything
+    before its last ``@`` in the authority, and its query."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError:
+        scheme, sep, rest = url.partition("://")
+        rest = rest.split("?", 1)[0].split("#", 1)[0]
+        authority, slash, path = rest.partition("/")
+        if "@" in authority:
+            authority = "***@" + authority.rpartition("@")[2]
+        return escape(f"{scheme}{sep}{authority}{slash}{path}" if sep else url.split("?", 1)[0])
     netloc = parts.hostname or ""
-    if parts.port:
-        netloc = f"{netloc}:{parts.port}"
+    if ":" in netloc:
+        netloc = f"[{netloc}]"  # an IPv6 address
+    if port:
+        netloc = f"{netloc}:{port}"
     if parts.username:
         netloc = f"{parts.username}:***@{netloc}" if parts.password else f"{parts.username}@{netloc}"
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+@contextlib.contextmanager
+def read_budget(nbytes: int) -> Iterator[None]:
+    """What this thread reads from a Redis socket inside may be at most ``nbytes`` (an outer
+    budget wins): a server that announces or sends more than it was asked for is cut off
+    (``RemoteFailure``) before the client has buffered it."""
+    outer = getattr(_deadline, "budget", None)
+    _deadline.budget = nbytes if outer is None else min(nbytes, outer)
+    try:
+        yield
+    finally:
+        left = getattr(_deadline, "budget", None)
+        _deadline.budget = None if outer is None or left is None else outer - (min(nbytes, outer) - left)
+
+
+class _OverBudget(RemoteFailure):
+    def __init__(self) -> None:
+        super().__init__("the server sent more than was asked for (over the size limit)", retry=False)
+
+
+def _spend(nbytes: int) -> None:
+    budget = getattr(_deadline, "budget", None)
+    if budget is not None:
+        _deadline.budget = budget - nbytes
+        if budget - nbytes < 0:
+            raise _OverBudget()
+
+
+class _DeadlineSocket:
+    """A socket whose reads end at this thread's deadline (``deadline``) as well as at the
+    socket's own timeout: redis-py's timeout is per read, which a trickle never reaches."""
+
+    def __init__(self, sock: Any):
+        self._sock = sock
+        self._timeout: float | None = sock.gettimeout()
+
+    def settimeout(self, value: float | None) -> None:
+        self._timeout = value
+        self._sock.settimeout(value)
+
+    def gettimeout(self) -> float | None:
+        return self._timeout
+
+    def _arm(self) -> None:
+        at = getattr(_deadline, "at", None)
+        if at is None:
+            return
+        left = at - time.monotonic()
+        if left <= 0:
+            raise socket.timeout("over the deadline for one object")
+        self._sock.settimeout(left if self._timeout is None else min(left, self._timeout))
+
+    def recv(self, *args: Any) -> bytes:
+        self._arm()
+        try:
+            data: bytes = self._sock.recv(*args)
+        finally:
+            self._sock.settimeout(self._timeout)
+        _spend(len(data))
+        return data
+
+    def recv_into(self, *args: Any) -> int:
+        self._arm()
+        try:
+            count: int = self._sock.recv_into(*args)
+        finally:
+            self._sock.settimeout(self._timeout)
+        _spend(count)
+        return count
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+def _deadline_connections(redis: Any) -> tuple[type, type]:
+    """redis-py connection classes (TCP, TLS) whose sockets are ``_DeadlineSocket``."""
+
+    class Mixin:
+        def _connect(self) -> Any:
+            return _DeadlineSocket(super()._connect())  # type: ignore[misc]
+
+    plain = type("DeadlineConnection", (Mixin, redis.connection.Connection), {})
+    tls = type("DeadlineSSLConnection", (Mixin, redis.connection.SSLConnection), {})
+    return plain, tls
 
 
 class RedisBackend:
     """Objects as Redis strings named ``<prefix><name>`` (``SET`` is atomic: no partial object)."""
 
     def __init__(self, url: str, *, connect_timeout: float, timeout: float, credentials: Credentials,
-                 prefix: str = "gtcache/"):
+                 prefix: str = "gtcache/", total: float = 120.0):
         try:
             import redis
+            import redis.connection
             from redis.backoff import NoBackoff
             from redis.retry import Retry
         except ImportError:
@@ -89,17 +225,22 @@ class RedisBackend:
             extra["password"] = credentials.password
             if credentials.user:
                 extra["username"] = credentials.user
+        plain, tls = _deadline_connections(redis)
         # Retries are the tier's (bounded, and never after a timeout): none in the client.
         self.client = redis.Redis.from_url(
             url, socket_connect_timeout=connect_timeout, socket_timeout=timeout, retry=Retry(NoBackoff(), 0),
-            retry_on_timeout=False, health_check_interval=0, **extra,
+            retry_on_timeout=False, health_check_interval=0,
+            connection_class=tls if url.startswith("rediss:") else plain, **extra,
         )
         self.prefix = prefix
+        #: Seconds one object (or one listing step) may take in all.
+        self.total = total
 
     def _call(self, what: str, call: Any, *args: Any) -> Any:
         redis = self._redis
         try:
-            return call(*args)
+            with deadline(self.total), read_budget(_MAX_LISTING):
+                return call(*args)
         except redis.exceptions.TimeoutError as error:
             raise RemoteFailure(f"{what}: timed out ({error})", timeout=True) from None
         except redis.exceptions.AuthenticationError as error:
@@ -108,18 +249,32 @@ class RedisBackend:
             raise RemoteFailure(f"{what}: {error}", retry=False) from None
         except (redis.exceptions.RedisError, OSError) as error:
             raise RemoteFailure(f"{what}: {error}") from None
+        except RemoteFailure:
+            raise
+        except Exception as error:  # the client choking on an answer that is not Redis's
+            raise _garbage(what, error) from None
 
     def get(self, name: str, max_size: int) -> bytes | None:
+        """``STRLEN``, then ``GETRANGE`` in chunks of at most ``_CHUNK`` bytes (never a plain
+        ``GET``: its answer is as long as the server says), all within one deadline; a
+        server that answers a chunk with more than was asked is cut off at the socket."""
         key = self.prefix + name
-        size = self._call("STRLEN", self.client.strlen, key)
-        if not size:
-            return None
-        if size > max_size:
-            raise ObjectTooLarge(f"object '{name}' has {size} bytes, over the {max_size} limit")
-        data = self._call("GET", self.client.get, key)
-        if data is not None and len(data) > max_size:
-            raise ObjectTooLarge(f"object '{name}' has {len(data)} bytes, over the {max_size} limit")
-        return data  # type: ignore[no-any-return]
+        with deadline(self.total), read_budget(max_size + _CHUNK):
+            size = self._call("STRLEN", self.client.strlen, key)
+            if not isinstance(size, int) or size <= 0:
+                return None
+            if size > max_size:
+                raise ObjectTooLarge(f"object '{name}' has {size} bytes, over the {max_size} limit")
+            chunks, got = [], 0
+            while got < size:
+                part = self._call("GETRANGE", self.client.getrange, key, got, min(size, got + _CHUNK) - 1)
+                if not isinstance(part, bytes) or not part:
+                    break  # the object shrank (was replaced) since STRLEN: the bundle check refuses it
+                got += len(part)
+                if got > max_size:
+                    raise ObjectTooLarge(f"object '{name}' has over {max_size} bytes, the limit")
+                chunks.append(part)
+        return b"".join(chunks)
 
     def put(self, name: str, data: bytes) -> None:
         self._call("SET", self.client.set, self.prefix + name, data)
@@ -128,12 +283,23 @@ class RedisBackend:
         return bool(self._call("EXISTS", self.client.exists, self.prefix + name))
 
     def get_many(self, names: list[str], max_size: int) -> dict[str, bytes]:
-        """The objects of ``names`` that exist and are at most ``max_size`` (one MGET per 500)."""
+        """The first ``max_size`` bytes of each object of ``names`` that exists (``GETRANGE 0
+        max_size-1``, pipelined, 500 per round trip; never ``MGET``, whose answer has no bound);
+        an object longer than that is left out."""
         found: dict[str, bytes] = {}
         for start in range(0, len(names), 500):
             chunk = names[start:start + 500]
-            values = self._call("MGET", self.client.mget, [self.prefix + n for n in chunk])
-            found.update((n, v) for n, v in zip(chunk, values, strict=True) if v is not None and len(v) <= max_size)
+
+            def ranges(chunk: list[str] = chunk) -> list[Any]:
+                pipe = self.client.pipeline(transaction=False)
+                for n in chunk:
+                    pipe.getrange(self.prefix + n, 0, max_size)  # one byte more: tells a longer one
+                return list(pipe.execute())
+
+            with read_budget(len(chunk) * (max_size + 64) + _CHUNK):
+                values = self._call("GETRANGE", ranges)
+            found.update((n, v) for n, v in zip(chunk, values, strict=True)
+                         if isinstance(v, bytes) and 0 < len(v) <= max_size)
         return found
 
     def list(self, prefix: str) -> list[Listed]:
@@ -157,6 +323,12 @@ class RedisBackend:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _garbage(what: str, error: BaseException) -> RemoteFailure:
+    """Any other exception from a client: the server answered something it could not parse."""
+    return RemoteFailure(f"{what}: the server's answer was not understood ({type(error).__name__}: {error})",
+                         retry=False)
 
 
 def _multistatus(data: bytes, folder: str) -> list[Listed]:
@@ -193,7 +365,8 @@ class HttpBackend:
     bazel-remote, ccache's HTTP servers). A server that writes an upload to a temporary file
     and renames it (nginx does) never shows a partial object."""
 
-    def __init__(self, url: str, *, connect_timeout: float, timeout: float, credentials: Credentials):
+    def __init__(self, url: str, *, connect_timeout: float, timeout: float, credentials: Credentials,
+                 total: float = 120.0):
         try:
             import httpx
         except ImportError:
@@ -216,6 +389,8 @@ class HttpBackend:
             auth=auth, headers=headers, follow_redirects=False, trust_env=False,
             timeout=httpx.Timeout(timeout, connect=connect_timeout),
         )
+        #: Seconds one object (or one listing) may take in all; checked at every chunk.
+        self.total = total
 
     def _url(self, name: str) -> str:
         return f"{self.base}/{name}"
@@ -228,6 +403,10 @@ class HttpBackend:
             raise RemoteFailure(f"{method} timed out ({type(error).__name__})", timeout=True) from None
         except httpx.HTTPError as error:
             raise RemoteFailure(f"{method} failed: {error or type(error).__name__}") from None
+        except RemoteFailure:
+            raise
+        except Exception as error:
+            raise _garbage(method, error) from None
 
     @staticmethod
     def _check(method: str, response: Any) -> None:
@@ -238,7 +417,7 @@ class HttpBackend:
     def get(self, name: str, max_size: int) -> bytes | None:
         httpx = self._httpx
         try:
-            with self.client.stream("GET", self._url(name)) as response:
+            with deadline(self.total), self.client.stream("GET", self._url(name)) as response:
                 if response.status_code == 404:
                     return None
                 self._check("GET", response)
@@ -247,6 +426,7 @@ class HttpBackend:
                     raise ObjectTooLarge(f"object '{name}' has {length} bytes, over the {max_size} limit")
                 chunks, size = [], 0
                 for chunk in response.iter_bytes():
+                    _time_left("GET")
                     size += len(chunk)
                     if size > max_size:
                         raise ObjectTooLarge(f"object '{name}' has over {max_size} bytes, the limit")
@@ -256,6 +436,10 @@ class HttpBackend:
             raise RemoteFailure(f"GET timed out ({type(error).__name__})", timeout=True) from None
         except httpx.HTTPError as error:
             raise RemoteFailure(f"GET failed: {error or type(error).__name__}") from None
+        except RemoteFailure:
+            raise
+        except Exception as error:
+            raise _garbage("GET", error) from None
 
     def put(self, name: str, data: bytes) -> None:
         self._check("PUT", self._request("PUT", name, content=data))
@@ -287,8 +471,9 @@ class HttpBackend:
         body = (b'<?xml version="1.0" encoding="utf-8"?><propfind xmlns="DAV:"><prop>'
                 b"<getcontentlength/><getlastmodified/><resourcetype/></prop></propfind>")
         try:
-            with self.client.stream("PROPFIND", folder, headers={"Depth": "1", "Content-Type": "application/xml"},
-                                    content=body) as response:
+            with deadline(self.total), self.client.stream(
+                    "PROPFIND", folder, headers={"Depth": "1", "Content-Type": "application/xml"}, content=body,
+            ) as response:
                 if response.status_code == 404:
                     return []  # nothing was ever pushed
                 if response.status_code in (400, 403, 405, 501) or (
@@ -297,6 +482,7 @@ class HttpBackend:
                 self._check("PROPFIND", response)
                 chunks, size = [], 0
                 for chunk in response.iter_bytes():
+                    _time_left("PROPFIND")
                     size += len(chunk)
                     if size > _MAX_LISTING:
                         raise RemoteFailure(f"PROPFIND answered over {_MAX_LISTING} bytes", retry=False)
@@ -305,6 +491,10 @@ class HttpBackend:
             raise RemoteFailure(f"PROPFIND timed out ({type(error).__name__})", timeout=True) from None
         except httpx.HTTPError as error:
             raise RemoteFailure(f"PROPFIND failed: {error or type(error).__name__}") from None
+        except RemoteFailure:
+            raise
+        except Exception as error:
+            raise _garbage("PROPFIND", error) from None
         base = prefix.rstrip("/") + "/"
         return [(base + name, size, modified)
                 for name, size, modified in _multistatus(b"".join(chunks), urllib.parse.urlsplit(folder).path)]

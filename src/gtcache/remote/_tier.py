@@ -26,14 +26,16 @@ import hashlib
 import hmac
 import io
 import json
+import os
 import threading
 import time
 import urllib.parse
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar
 
 from gtcache import bundle
-from gtcache.errors import GtcacheError
+from gtcache.errors import GtcacheError, escape
 from gtcache.remote._backends import Backend, Credentials, HttpBackend, RedisBackend, RemoteFailure, redact
 from gtcache.store import Store, is_key
 
@@ -48,18 +50,25 @@ SCHEMES = ("redis", "rediss", "http", "https")
 DEFAULT_MAX_SIZE = 256 << 20
 DEFAULT_CONNECT_TIMEOUT = 2.0
 DEFAULT_TIMEOUT = 10.0
+#: Seconds one object may take in all (``?deadline=S``): a server that trickles a byte per
+#: read timeout is cut off here, not after hours.
+DEFAULT_DEADLINE = 120.0
 #: Tries after the first one, for failures that are not timeouts; then the remote is broken.
 DEFAULT_RETRIES = 2
 _BACKOFF = (0.05, 0.25)
 _DIRECT_FORMAT = 1
 _MAX_DIRECT_SIZE = 4096
-_OPTIONS = {"mode", "trusted", "max_size", "connect_timeout", "timeout", "retries"}
+_OPTIONS = {"mode", "trusted", "max_size", "connect_timeout", "timeout", "deadline", "retries"}
 
 T = TypeVar("T")
 
 
 class RemoteError(GtcacheError):
-    """A remote that cannot be used: a bad URL, a failure talking to it, a refused object."""
+    """A remote that cannot be used: a bad URL, a failure talking to it, a refused object.
+    Its message is escaped (``gtcache.errors.escape``): it may quote what a server sent."""
+
+    def __init__(self, message: str):
+        super().__init__(escape(message))
 
 
 def entry_object(key: str) -> str:
@@ -104,6 +113,7 @@ class RemoteSpec:
     max_size: int = DEFAULT_MAX_SIZE
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     timeout: float = DEFAULT_TIMEOUT
+    deadline: float = DEFAULT_DEADLINE
     retries: int = DEFAULT_RETRIES
 
     @property
@@ -118,9 +128,13 @@ class RemoteSpec:
 
 def parse_remote(text: str) -> RemoteSpec:
     """``redis://[user:password@]host:port/db`` / ``rediss://`` / ``http(s)://host/base``, with
-    options ``?mode=read|read-write&trusted=1&max_size=BYTES&connect_timeout=S&timeout=S&retries=N``."""
-    parts = urllib.parse.urlsplit(text.strip())
+    options ``?mode=read|read-write&trusted=1&max_size=BYTES&connect_timeout=S&timeout=S&deadline=S&retries=N``."""
     shown = redact(text.strip())
+    try:
+        parts = urllib.parse.urlsplit(text.strip())
+        parts.port  # noqa: B018 - a port that is not a number in 0-65535 raises here
+    except ValueError as error:
+        raise RemoteError(f"Remote '{shown}' is not a valid URL ({error}).") from None
     if parts.scheme not in SCHEMES or not parts.hostname:
         raise RemoteError(f"Remote '{shown}' is not a redis://, rediss://, http:// or https:// URL with a host.")
     try:
@@ -155,6 +169,7 @@ def parse_remote(text: str) -> RemoteSpec:
         max_size=int(number("max_size", DEFAULT_MAX_SIZE, int)),
         connect_timeout=number("connect_timeout", DEFAULT_CONNECT_TIMEOUT, float),
         timeout=number("timeout", DEFAULT_TIMEOUT, float),
+        deadline=number("deadline", DEFAULT_DEADLINE, float),
         retries=int(number("retries", DEFAULT_RETRIES, int)),
     )
 
@@ -174,14 +189,26 @@ class Remote:
     """One remote tier. Methods raise ``RemoteError``; after a failure to talk to the
     remote it is ``broken`` and every later call raises at once (no second timeout)."""
 
-    def __init__(self, spec: RemoteSpec, *, key: bytes | None, credentials: Credentials | None = None):
-        self.spec = spec
+    def __init__(self, spec: RemoteSpec, *, key: bytes | None, credentials: Credentials | None = None,
+                 from_file: bool = False):
+        self.spec = dataclasses.replace(spec, trusted=False) if from_file else spec
         self.key = key or None
-        self.credentials = credentials or Credentials()
+        #: Named by a store's ``gtcache.toml``: never trusted, never given credentials.
+        self.from_file = from_file
+        self.credentials = Credentials() if from_file else credentials or Credentials()
         #: Why this remote is skipped for the rest of the process (None: it is not).
         self.broken: str | None = None
         self._backend: Backend | None = None
         self._lock = threading.Lock()
+        _live.add(self)
+
+    def _after_fork_in_child(self) -> None:
+        """A forked child opens its own connection: the parent's socket is the parent's (two
+        processes reading one socket would read each other's answers)."""
+        self._lock = threading.Lock()
+        if self._backend is not None:
+            _forked_away.append(self._backend)  # never closed here, never collected: its socket is the parent's
+            self._backend = None
 
     @property
     def name(self) -> str:
@@ -196,6 +223,9 @@ class Remote:
 
     def problem(self) -> str | None:
         """Why this remote must not be used at all (no way to verify what it serves)."""
+        if self.key is None and self.from_file:
+            return ("no GTCACHE_BUNDLE_KEY to verify its objects with (a remote named by the store's"
+                    " gtcache.toml is used only with the key)")
         if self.key is None and not self.spec.trusted:
             return ("no GTCACHE_BUNDLE_KEY to verify its objects with"
                     " (set the key, or declare the remote trusted with ?trusted=1)")
@@ -206,7 +236,7 @@ class Remote:
             if self._backend is None:
                 spec = self.spec
                 kw: dict[str, Any] = dict(connect_timeout=spec.connect_timeout, timeout=spec.timeout,
-                                          credentials=self.credentials)
+                                          credentials=self.credentials, total=spec.deadline)
                 scheme = urllib.parse.urlsplit(spec.url).scheme
                 self._backend = RedisBackend(spec.url, **kw) if scheme.startswith("redis") else HttpBackend(spec.url, **kw)
             return self._backend
@@ -217,7 +247,11 @@ class Remote:
             raise RemoteError(f"Remote '{self.name}' is skipped: {self.broken}.")
         if (problem := self.problem()) is not None:
             raise RemoteError(f"Remote '{self.name}' is not used: {problem}.")
-        backend = self._open()
+        try:
+            backend = self._open()
+        except Exception as error:  # no client package, a URL the client refuses
+            self.broken = f"cannot connect: {error}"
+            raise RemoteError(f"Remote '{self.name}': {self.broken}") from None
         attempt = 0
         while True:
             try:
@@ -228,6 +262,9 @@ class Remote:
                     attempt += 1
                     continue
                 self.broken = f"{what} failed: {failure}"
+                raise RemoteError(f"Remote '{self.name}': {self.broken}.") from None
+            except Exception as error:  # a backend's bug or a client's: the remote is skipped all the same
+                self.broken = f"{what} failed: {type(error).__name__}: {error}"
                 raise RemoteError(f"Remote '{self.name}': {self.broken}.") from None
 
     # -- what the tier does ----------------------------------------------------------------
@@ -294,7 +331,7 @@ class Remote:
         try:
             report = bundle.read_bundle(
                 io.BytesIO(data), store, key=self.key, require_signature=self.key is not None,
-                facts=facts, force=force, name=name,
+                facts=facts, force=force, name=name, expect=(key,),
             )
         except bundle.BundleError as error:
             raise RemoteError(f"Remote object refused: {error}") from None
@@ -371,3 +408,16 @@ class Remote:
         assert self.key is not None
         message = f"gtcache direct link {_DIRECT_FORMAT}\0{direct_key}\0{build_key}".encode()
         return hmac.new(self.key, message, hashlib.sha256).hexdigest()
+
+
+_live: weakref.WeakSet[Remote] = weakref.WeakSet()
+#: Backends a forked child inherited: kept, unused, so that nothing closes the parent's connection.
+_forked_away: list[Backend] = []
+
+
+def _after_fork_in_child() -> None:
+    for remote in list(_live):
+        remote._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

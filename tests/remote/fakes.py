@@ -1,0 +1,125 @@
+"""Small hostile servers on loopback ports (from the security review's attack scripts):
+an HTTP server that records every request and answers 404, one that trickles a body one
+byte at a time, and a RESP (Redis protocol) server that lies, trickles or answers garbage.
+
+Each serves every connection on its own daemon thread until ``close``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+
+class FakeServer:
+    def __init__(self, handler: Callable[[socket.socket], None]):
+        self.handler = handler
+        #: What clients sent: HTTP request heads (text) or RESP commands (lists of bytes).
+        self.requests: list[Any] = []
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = int(self.sock.getsockname()[1])
+        self._conns: list[socket.socket] = []
+        self.closed = False
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self._conns.append(conn)
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self.handler(conn)
+        with contextlib.suppress(OSError):
+            conn.close()
+
+    def close(self) -> None:
+        self.closed = True
+        self.sock.close()
+        for conn in self._conns:
+            with contextlib.suppress(OSError):
+                conn.close()
+
+
+def _http_head(conn: socket.socket) -> bytes | None:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def http_404() -> FakeServer:
+    """Records each request head (``requests``: text) and answers 404 Not Found."""
+    server: FakeServer
+
+    def handler(conn: socket.socket) -> None:
+        while (head := _http_head(conn)) is not None:
+            server.requests.append(head.decode(errors="replace"))
+            conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+
+    server = FakeServer(handler)
+    return server
+
+
+def http_trickle(interval: float = 0.2) -> FakeServer:
+    """Answers every GET with 200 and a huge Content-Length, then one byte per ``interval``
+    (a slowloris server: each read returns well within any per-read timeout)."""
+    server: FakeServer
+
+    def handler(conn: socket.socket) -> None:
+        head = _http_head(conn)
+        if head is None:
+            return
+        server.requests.append(head.decode(errors="replace"))
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
+        while not server.closed:
+            conn.sendall(b"\x1f")
+            time.sleep(interval)
+
+    server = FakeServer(handler)
+    return server
+
+
+def resp_commands(conn: socket.socket) -> Iterator[list[bytes]]:
+    """The RESP commands a client sends on ``conn``."""
+    stream = conn.makefile("rb")
+    while True:
+        line = stream.readline()
+        if not line:
+            return
+        if line.startswith(b"*"):
+            args = []
+            for _ in range(int(line[1:])):
+                size = int(stream.readline()[1:])
+                args.append(stream.read(size + 2)[:-2])
+            yield args
+
+
+def resp_server(answer: Callable[[FakeServer, socket.socket, list[bytes]], None]) -> FakeServer:
+    """A RESP server: ``answer(server, conn, command)`` writes the reply to each command."""
+    server: FakeServer
+
+    def handler(conn: socket.socket) -> None:
+        for command in resp_commands(conn):
+            server.requests.append(command)
+            answer(server, conn, command)
+
+    server = FakeServer(handler)
+    return server
+
+
+HELLO_REPLY = b"%1\r\n$5\r\nproto\r\n:3\r\n"

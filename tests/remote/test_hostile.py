@@ -1,0 +1,270 @@
+"""Remotes that lie, trickle or answer garbage (the review's a1_timeouts.py, a1b.py, a2_redis.py,
+a4_ctrl.py as tests): each costs at most its deadline, never more than ``max_size`` of memory,
+and ends as one ``RemoteError`` (the remote is then skipped: ``broken``)."""
+
+from __future__ import annotations
+
+import pathlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import gtcache
+from gtcache.remote import Remote, RemoteError, parse_remote
+from tests.remote import fakes
+
+KEY = "ab" * 16
+
+
+def _store(tmp_path: pathlib.Path) -> gtcache.Store:
+    return gtcache.open_store(tmp_path / "store", create=True)
+
+
+def _fetch_within(remote: Remote, store: gtcache.Store, seconds: float) -> tuple[float, object]:
+    """(seconds taken, result or exception) of ``remote.fetch``; fails if it runs past ``seconds``."""
+    result: dict[str, object] = {}
+
+    def go() -> None:
+        try:
+            result["r"] = remote.fetch(store, KEY)
+        except Exception as error:  # noqa: BLE001 - the test looks at what it was
+            result["r"] = error
+
+    start = time.monotonic()
+    thread = threading.Thread(target=go, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"fetch still running after {seconds} s"
+    return time.monotonic() - start, result["r"]
+
+
+@pytest.fixture
+def trickle_http() -> Iterator[fakes.FakeServer]:
+    server = fakes.http_trickle(interval=0.2)
+    yield server
+    server.close()
+
+
+def _trickle_resp(server: fakes.FakeServer, conn: socket.socket, command: list[bytes]) -> None:
+    name = command[0].upper()
+    if name == b"HELLO":
+        conn.sendall(fakes.HELLO_REPLY)
+    elif name == b"STRLEN":
+        conn.sendall(b":1000\r\n")
+    elif name in (b"GET", b"GETRANGE"):
+        conn.sendall(b"$1000\r\n")
+        while not server.closed:
+            conn.sendall(b"A")
+            time.sleep(0.2)
+    else:
+        conn.sendall(b"+OK\r\n")
+
+
+@pytest.fixture
+def trickle_redis() -> Iterator[fakes.FakeServer]:
+    server = fakes.resp_server(_trickle_resp)
+    yield server
+    server.close()
+
+
+def test_an_http_trickle_is_cut_off_at_the_deadline(trickle_http: fakes.FakeServer, tmp_path: pathlib.Path) -> None:
+    remote = Remote(parse_remote(f"http://127.0.0.1:{trickle_http.port}/base?trusted=1&timeout=1&deadline=1.5"),
+                    key=None)
+    took, result = _fetch_within(remote, _store(tmp_path), 10)
+    assert isinstance(result, RemoteError) and "deadline" in str(result), result
+    assert took < 4, took
+    assert remote.broken is not None  # the breaker tripped: the next call costs nothing
+    with pytest.raises(RemoteError, match="is skipped"):
+        remote.fetch(_store(tmp_path), KEY)
+
+
+def test_a_redis_trickle_is_cut_off_at_the_deadline(trickle_redis: fakes.FakeServer, tmp_path: pathlib.Path) -> None:
+    remote = Remote(parse_remote(f"redis://127.0.0.1:{trickle_redis.port}/0?trusted=1&timeout=1&deadline=1.5"),
+                    key=None)
+    took, result = _fetch_within(remote, _store(tmp_path), 10)
+    assert isinstance(result, RemoteError) and "timed out" in str(result), result
+    assert took < 4, took
+    assert remote.broken is not None
+
+
+def _huge_resp(server: fakes.FakeServer, conn: socket.socket, command: list[bytes]) -> None:
+    """Says an object has 5 bytes, then answers its read with 200 MB."""
+    name = command[0].upper()
+    if name == b"HELLO":
+        conn.sendall(fakes.HELLO_REPLY)
+    elif name == b"STRLEN":
+        conn.sendall(b":5\r\n")
+    elif name in (b"GET", b"GETRANGE", b"MGET"):
+        conn.sendall(b"$%d\r\n" % (200 << 20))
+        chunk = b"A" * (1 << 20)
+        for _ in range(200):
+            conn.sendall(chunk)
+        conn.sendall(b"\r\n")
+    else:
+        conn.sendall(b"+OK\r\n")
+
+
+def test_a_redis_server_that_sends_more_than_asked_is_cut_off(tmp_path: pathlib.Path) -> None:
+    import tracemalloc
+
+    server = fakes.resp_server(_huge_resp)
+    try:
+        remote = Remote(parse_remote(f"redis://127.0.0.1:{server.port}/0?trusted=1&timeout=2&max_size=1000"),
+                        key=None)
+        tracemalloc.start()
+        try:
+            with pytest.raises(RemoteError, match="more than was asked"):
+                remote.fetch(_store(tmp_path), KEY)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < (16 << 20), f"{peak >> 20} MB buffered for a 1000-byte limit"
+        assert remote.broken is not None
+    finally:
+        server.close()
+
+
+def test_redis_reads_stay_within_max_size(redis_server: str, tmp_path: pathlib.Path) -> None:
+    """On a real server: objects are read in GETRANGE chunks, info objects at most 4 KiB each."""
+    import tracemalloc
+
+    import redis
+
+    from gtcache.remote import entry_object, info_object
+
+    client = redis.Redis.from_url(redis_server)
+    client.flushdb()
+    big = b"y" * (8 << 20)
+    for i in range(6):
+        key = f"{i:032x}"
+        client.set("gtcache/" + entry_object(key), b"x")
+        client.set("gtcache/" + info_object(key), big if i else b'{"key": "%s", "program": "p.q"}' % key.encode())
+    remote = Remote(parse_remote(redis_server), key=b"k" * 32)
+    tracemalloc.start()
+    try:
+        entries = remote.listing()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert entries is not None and [e.program for e in entries] == ["p.q", None, None, None, None, None]
+    assert peak < (4 << 20), f"{peak >> 20} MB read to list 6 entries"
+    # An object over max_size is refused from its STRLEN; one under it is read whole, in chunks.
+    client.set("gtcache/" + entry_object(KEY), b"z" * 9_000_001)
+    small = Remote(parse_remote(f"{redis_server}?max_size=9000000"), key=b"k" * 32)
+    with pytest.raises(RemoteError, match="over the 9000000 limit"):
+        small.fetch(_store(tmp_path), KEY)
+    backend = Remote(parse_remote(redis_server), key=b"k" * 32)._open()
+    assert backend.get(entry_object(KEY), 10_000_000) == b"z" * 9_000_001
+
+
+def _ok_to_everything(server: fakes.FakeServer, conn: socket.socket, command: list[bytes]) -> None:
+    conn.sendall(b"+OK\r\n")  # not Redis: redis-py's HELLO handling chokes on it (AttributeError)
+
+
+def test_a_server_that_is_not_redis_is_one_error(tmp_path: pathlib.Path) -> None:
+    from tests.remote.test_remote import gtcache_cli
+
+    server = fakes.resp_server(_ok_to_everything)
+    try:
+        url = f"redis://127.0.0.1:{server.port}/0?trusted=1&timeout=2"
+        remote = Remote(parse_remote(url), key=None)
+        with pytest.raises(RemoteError, match="not understood"):
+            remote.fetch(_store(tmp_path), KEY)
+        assert remote.broken is not None and server.requests
+        asked = len(server.requests)
+        with pytest.raises(RemoteError, match="is skipped"):
+            remote.fetch(_store(tmp_path), KEY)
+        assert len(server.requests) == asked  # no retry, no second try
+        code, out = gtcache_cli("--cache-dir", str(tmp_path / "cli"), "pull", "--remote", url, KEY)
+        assert code == 1 and out.startswith("Error: ") and len(out.splitlines()) == 1 and "Traceback" not in out, out
+    finally:
+        server.close()
+
+
+CONTROL = b"-ERR \x1b]0;PWNED-TITLE\x07\x1b[2J\x1b[31mfake\x1b[0m\r\n"
+
+
+def _control_errors(server: fakes.FakeServer, conn: socket.socket, command: list[bytes]) -> None:
+    """A Redis server whose every error message is terminal escapes."""
+    conn.sendall(fakes.HELLO_REPLY if command[0].upper() == b"HELLO" else CONTROL)
+
+
+def test_server_text_is_escaped_before_the_terminal(tmp_path: pathlib.Path) -> None:
+    from tests.remote.test_remote import gtcache_cli, model_run
+
+    server = fakes.resp_server(_control_errors)
+    try:
+        url = f"redis://127.0.0.1:{server.port}/0?trusted=1&timeout=2"
+        code, out = gtcache_cli("--cache-dir", str(tmp_path / "cli"), "doctor", env={"GTCACHE_REMOTE": url})
+        lines = [line for line in out.splitlines() if line.startswith("Remote:")]
+        assert len(lines) == 1 and "\\x1b]0;PWNED-TITLE\\x07" in lines[0], lines
+        assert "\x1b" not in out and "\x07" not in out
+        code, out = gtcache_cli("--cache-dir", str(tmp_path / "cli"), "pull", "--remote", url, KEY)
+        assert code == 1 and "\x1b" not in out and "\\x1b[2J" in out, out
+        run = model_run(tmp_path / "store", url, tmp_path)
+        assert run["correct"] == [True]
+        said = [w for w in run["warnings"] if "PWNED" in w]
+        assert said and not [w for w in said if "\x1b" in w or "\x07" in w], said
+    finally:
+        server.close()
+
+
+def test_one_escape_for_library_and_cli() -> None:
+    from gtcache.errors import escape
+    from gtcache_cli import _text
+
+    assert _text.escape is escape
+    assert escape("a\x1b[2Jb\u202e") == "a\\x1b[2Jb\\u202e" and escape(escape("\x07")) == "\\x07"
+
+
+def test_a_signed_object_replayed_under_another_key_is_refused_unpublished(
+        redis_server: str, tmp_path: pathlib.Path) -> None:
+    import io
+
+    import redis
+
+    from gtcache import bundle
+    from gtcache.remote import entry_object
+    from tests.helpers import publish
+
+    signing = b"k" * 32
+    source = gtcache.open_store(tmp_path / "source", create=True)
+    a = publish(source, "progA", payload=b"print('A')\n")
+    out = io.BytesIO()
+    bundle.write_bundle(out, source, [source.get(a.key)], key=signing)
+    other = "cd" * 16
+    redis.Redis.from_url(redis_server).set("gtcache/" + entry_object(other), out.getvalue())
+    target = gtcache.open_store(tmp_path / "target", create=True)
+    remote = Remote(parse_remote(redis_server), key=signing)
+    with pytest.raises(RemoteError, match="replayed under another name"):
+        remote.fetch(target, other)
+    assert target.lookup(a.key) is None and target.lookup(other) is None  # nothing was published
+    assert remote.broken is None  # a refused object is not a broken remote
+    assert list((target.root / "tmp").iterdir()) == []
+
+
+BAD_URLS = ["redis://cache:99999/0", "redis://cache:port/0", "http://[::1/base", "http://[not-v6]/base",
+            "https://alice:pw-secret@cache:70000/base"]
+
+
+@pytest.mark.parametrize("url", BAD_URLS)
+def test_a_malformed_url_is_one_error_line(url: str, tmp_path: pathlib.Path) -> None:
+    from gtcache.errors import GtcacheError
+    from gtcache.remote import redact
+    from tests.remote.test_remote import gtcache_cli
+
+    shown = redact(url)  # never raises, never shows the password
+    assert "pw-secret" not in shown and "?" not in shown
+    with pytest.raises(RemoteError, match="is not a valid URL") as caught:
+        parse_remote(url)
+    assert "\n" not in str(caught.value) and "pw-secret" not in str(caught.value)
+    with pytest.raises(GtcacheError, match="is not a valid URL"):
+        gtcache.install(remote=url)
+    code, out = gtcache_cli("--cache-dir", str(tmp_path / "cli"), "pull", "--remote", url, KEY)
+    assert code == 1 and out.startswith("Error: ") and len(out.splitlines()) == 1 and "pw-secret" not in out, out
+    code, out = gtcache_cli("--cache-dir", str(tmp_path / "cli"), "doctor", env={"GTCACHE_REMOTE": url})
+    lines = [line for line in out.splitlines() if line.startswith("Remote:")]
+    assert len(lines) == 1 and "is not a valid URL" in lines[0] and "pw-secret" not in out, out
