@@ -165,7 +165,7 @@ def _ok_to_everything(server: fakes.FakeServer, conn: socket.socket, command: li
 
 
 def test_a_server_that_is_not_redis_is_one_error(tmp_path: pathlib.Path) -> None:
-    from tests.remote.test_remote import gtcache_cli
+    from tests.remote.helpers import gtcache_cli
 
     server = fakes.resp_server(_ok_to_everything)
     try:
@@ -193,7 +193,7 @@ def _control_errors(server: fakes.FakeServer, conn: socket.socket, command: list
 
 
 def test_server_text_is_escaped_before_the_terminal(tmp_path: pathlib.Path) -> None:
-    from tests.remote.test_remote import gtcache_cli, model_run
+    from tests.remote.helpers import gtcache_cli, model_run
 
     server = fakes.resp_server(_control_errors)
     try:
@@ -254,7 +254,7 @@ BAD_URLS = ["redis://cache:99999/0", "redis://cache:port/0", "http://[::1/base",
 def test_a_malformed_url_is_one_error_line(url: str, tmp_path: pathlib.Path) -> None:
     from gtcache.errors import GtcacheError
     from gtcache.remote import redact
-    from tests.remote.test_remote import gtcache_cli
+    from tests.remote.helpers import gtcache_cli
 
     shown = redact(url)  # never raises, never shows the password
     assert "pw-secret" not in shown and "?" not in shown

@@ -18,7 +18,7 @@ import gtcache
 from gtcache.remote import Remote, entry_object, info_object, parse_remote
 from tests.helpers import publish
 from tests.remote.conftest import SlowProxy
-from tests.remote.test_remote import KEY
+from tests.remote.helpers import KEY
 
 # The hook's push path: the background thread, then the exit's bounded flush.
 PUSHER = """

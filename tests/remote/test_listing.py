@@ -9,7 +9,7 @@ import pathlib
 import gtcache
 from gtcache.remote import Remote, entry_object, info_object, parse_remote
 from tests.helpers import publish
-from tests.remote.test_remote import KEY, gtcache_cli
+from tests.remote.helpers import KEY, gtcache_cli
 
 
 def _pushed(remote_url: str, tmp_path: pathlib.Path) -> tuple[gtcache.Store, list[str]]:

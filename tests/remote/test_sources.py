@@ -13,7 +13,7 @@ from gtcache.errors import GtcacheError
 from gtcache.policies.config import config_file_problems, remote_urls
 from gtcache.remote import Remote, parse_remote
 from tests.remote.conftest import free_port
-from tests.remote.test_remote import KEY, MODEL_RUN, model_run
+from tests.remote.helpers import KEY, MODEL_RUN, model_run
 
 
 def _write_toml(store: pathlib.Path, urls: object) -> None:
@@ -38,7 +38,7 @@ def test_each_way_to_name_a_remote(way: str, redis_server: str, tmp_path: pathli
     if way == "empty-env-over-toml":
         env["GTCACHE_REMOTE"] = ""
     if way.startswith("install"):
-        monkeypatch.setattr("tests.remote.test_remote.MODEL_RUN", MODEL_RUN.replace(
+        monkeypatch.setattr("tests.remote.helpers.MODEL_RUN", MODEL_RUN.replace(
             "gtcache.install()", f"gtcache.install(remote={[rw]!r})"))
         _write_toml(store, [dead])  # install(remote=...) wins over the file...
         if way == "install-over-env":
@@ -82,7 +82,7 @@ def test_install_checks_its_remote_argument() -> None:
 
 def test_doctor_and_push_read_the_file(redis_server: str, tmp_path: pathlib.Path) -> None:
     from tests.helpers import publish
-    from tests.remote.test_remote import gtcache_cli
+    from tests.remote.helpers import gtcache_cli
 
     store = gtcache.open_store(tmp_path / "store")
     publish(store, "alpha")

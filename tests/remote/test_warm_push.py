@@ -11,7 +11,7 @@ import sys
 import gtcache
 from gtcache.remote import Remote, parse_remote
 from tests.helpers import publish, without_gt4py_build_cache
-from tests.remote.test_remote import KEY, model_run
+from tests.remote.helpers import KEY, model_run
 
 MANIFEST = """
 [[variant]]

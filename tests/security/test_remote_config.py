@@ -19,7 +19,7 @@ from gtcache.errors import GtcacheError
 from gtcache.policies.config import FILE_SOURCE, remote_urls
 from gtcache.remote import RemoteError, open_remote
 from tests.remote import fakes
-from tests.remote.test_remote import KEY, gtcache_cli, model_run
+from tests.remote.helpers import KEY, gtcache_cli, model_run
 
 SECRETS = {"GTCACHE_REMOTE_TOKEN": "s3cr3t-token", "GTCACHE_REMOTE_USER": "alice", "GTCACHE_REMOTE_PASSWORD": "pw"}
 
