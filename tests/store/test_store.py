@@ -367,3 +367,18 @@ def test_touch_racing_remove_and_republish_never_corrupts(tmp_path: pathlib.Path
     assert rounds > 50, rounds
     assert corrupt == 0, f"{corrupt} of {rounds} republished entries were overwritten by a stale record"
     store.verify_payload(store.get(key))
+
+
+def test_index_files_gone_since_the_listing_are_not_foreign(tmp_path: pathlib.Path) -> None:
+    # SQLite removes 'cache.db-wal' / '-shm' when a process closes the index, and diskcache
+    # value folders go with their rows: between another process's listing of the index
+    # folder and its check of each name, they vanish (seen as a writer's crash under load).
+    from gtcache.store._index import Index, IndexLocationError
+
+    store = gtcache.open_store(tmp_path / "store")
+    index = Index(store.index_dir, store_root=store.root, mode=0o700)
+    index._check_contents(["cache.db-wal", "cache.db-shm", "ab"])  # listed, gone now: no error
+    store.index_dir.mkdir(exist_ok=True)
+    (store.index_dir / "notes.txt").write_text("mine")
+    with pytest.raises(IndexLocationError, match="holds 'notes.txt'"):
+        index._check_contents(["cache.db-wal", "notes.txt"])

@@ -222,10 +222,13 @@ class Index:
 
     def _check_contents(self, names: list[str]) -> None:
         for name in names:
-            if name in _OWN_FILES and _is_regular(self.directory / name):
+            path = self.directory / name
+            if name in _OWN_FILES and _is_regular(path):
                 continue
-            if _VALUE_DIR.fullmatch(name) and _is_value_dir(self.directory / name):
+            if _VALUE_DIR.fullmatch(name) and _is_value_dir(path):
                 continue
+            if not os.path.lexists(path):
+                continue  # gone since the listing: SQLite drops '-wal' / '-shm' when a process closes it
             raise IndexLocationError(
                 f"Index folder '{self.directory}' holds '{name}', which is not gtcache's; give an empty or new '--index-dir'."
             )
@@ -253,6 +256,8 @@ def _is_value_dir(path: pathlib.Path) -> bool:
             for item in os.scandir(sub.path):
                 if not (_VALUE_FILE.fullmatch(item.name) and item.is_file(follow_symlinks=False)):
                     return False
+    except FileNotFoundError:
+        return True  # diskcache removed part of it while we looked: nothing foreign in that
     except OSError:
         return False
     return True
