@@ -47,7 +47,7 @@ import xxhash
 
 from gtcache._version import __version__
 from gtcache.errors import CorruptEntryError, GtcacheError
-from gtcache.store import ENTRY_FILE, TMP_DIR, EntryRecord, Store, format_size
+from gtcache.store import ENTRY_FILE, TMP_DIR, EntryRecord, Store, format_size, fsync_dir
 
 __all__ = [
     "BUNDLE_FORMAT",
@@ -203,7 +203,7 @@ def export_bundle(
             os.fchmod(out.fileno(), 0o666 & ~_umask())
             os.fsync(out.fileno())
         os.replace(tmp, path)
-        _fsync_dir(folder)
+        fsync_dir(folder)
     except OSError as error:
         with contextlib.suppress(OSError):
             tmp.unlink()
@@ -678,12 +678,3 @@ def _umask() -> int:
             if line.startswith("Umask:"):
                 return int(line.split()[1], 8)
     return 0o022
-
-
-def _fsync_dir(path: pathlib.Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

@@ -396,9 +396,15 @@ class HttpBackend:
         return f"{self.base}/{name}"
 
     def _request(self, method: str, name: str, **kw: Any) -> Any:
+        with self._failures(method):
+            return self.client.request(method, self._url(name), **kw)
+
+    @contextlib.contextmanager
+    def _failures(self, method: str) -> Iterator[None]:
+        """Any exception of the client in the block as a ``RemoteFailure`` (timeouts as such)."""
         httpx = self._httpx
         try:
-            return self.client.request(method, self._url(name), **kw)
+            yield
         except httpx.TimeoutException as error:
             raise RemoteFailure(f"{method} timed out ({type(error).__name__})", timeout=True) from None
         except httpx.HTTPError as error:
@@ -415,31 +421,21 @@ class HttpBackend:
                                 retry=response.status_code >= 500 or response.status_code == 429)
 
     def get(self, name: str, max_size: int) -> bytes | None:
-        httpx = self._httpx
-        try:
-            with deadline(self.total), self.client.stream("GET", self._url(name)) as response:
-                if response.status_code == 404:
-                    return None
-                self._check("GET", response)
-                length = response.headers.get("content-length")
-                if length is not None and length.isdigit() and int(length) > max_size:
-                    raise ObjectTooLarge(f"object '{name}' has {length} bytes, over the {max_size} limit")
-                chunks, size = [], 0
-                for chunk in response.iter_bytes():
-                    _time_left("GET")
-                    size += len(chunk)
-                    if size > max_size:
-                        raise ObjectTooLarge(f"object '{name}' has over {max_size} bytes, the limit")
-                    chunks.append(chunk)
-                return b"".join(chunks)
-        except httpx.TimeoutException as error:
-            raise RemoteFailure(f"GET timed out ({type(error).__name__})", timeout=True) from None
-        except httpx.HTTPError as error:
-            raise RemoteFailure(f"GET failed: {error or type(error).__name__}") from None
-        except RemoteFailure:
-            raise
-        except Exception as error:
-            raise _garbage("GET", error) from None
+        with self._failures("GET"), deadline(self.total), self.client.stream("GET", self._url(name)) as response:
+            if response.status_code == 404:
+                return None
+            self._check("GET", response)
+            length = response.headers.get("content-length")
+            if length is not None and length.isdigit() and int(length) > max_size:
+                raise ObjectTooLarge(f"object '{name}' has {length} bytes, over the {max_size} limit")
+            chunks, size = [], 0
+            for chunk in response.iter_bytes():
+                _time_left("GET")
+                size += len(chunk)
+                if size > max_size:
+                    raise ObjectTooLarge(f"object '{name}' has over {max_size} bytes, the limit")
+                chunks.append(chunk)
+            return b"".join(chunks)
 
     def put(self, name: str, data: bytes) -> None:
         self._check("PUT", self._request("PUT", name, content=data))
@@ -467,34 +463,24 @@ class HttpBackend:
         Apache mod_dav, ...); None when the server does not list (a plain GET/PUT server
         answers 405 or 501 or something that is not a multistatus)."""
         folder = self._url(prefix.rstrip("/")) + "/"
-        httpx = self._httpx
         body = (b'<?xml version="1.0" encoding="utf-8"?><propfind xmlns="DAV:"><prop>'
                 b"<getcontentlength/><getlastmodified/><resourcetype/></prop></propfind>")
-        try:
-            with deadline(self.total), self.client.stream(
-                    "PROPFIND", folder, headers={"Depth": "1", "Content-Type": "application/xml"}, content=body,
-            ) as response:
-                if response.status_code == 404:
-                    return []  # nothing was ever pushed
-                if response.status_code in (400, 403, 405, 501) or (
-                        response.status_code < 400 and response.status_code != 207):
-                    return None
-                self._check("PROPFIND", response)
-                chunks, size = [], 0
-                for chunk in response.iter_bytes():
-                    _time_left("PROPFIND")
-                    size += len(chunk)
-                    if size > _MAX_LISTING:
-                        raise RemoteFailure(f"PROPFIND answered over {_MAX_LISTING} bytes", retry=False)
-                    chunks.append(chunk)
-        except httpx.TimeoutException as error:
-            raise RemoteFailure(f"PROPFIND timed out ({type(error).__name__})", timeout=True) from None
-        except httpx.HTTPError as error:
-            raise RemoteFailure(f"PROPFIND failed: {error or type(error).__name__}") from None
-        except RemoteFailure:
-            raise
-        except Exception as error:
-            raise _garbage("PROPFIND", error) from None
+        with self._failures("PROPFIND"), deadline(self.total), self.client.stream(
+                "PROPFIND", folder, headers={"Depth": "1", "Content-Type": "application/xml"}, content=body,
+        ) as response:
+            if response.status_code == 404:
+                return []  # nothing was ever pushed
+            if response.status_code in (400, 403, 405, 501) or (
+                    response.status_code < 400 and response.status_code != 207):
+                return None
+            self._check("PROPFIND", response)
+            chunks, size = [], 0
+            for chunk in response.iter_bytes():
+                _time_left("PROPFIND")
+                size += len(chunk)
+                if size > _MAX_LISTING:
+                    raise RemoteFailure(f"PROPFIND answered over {_MAX_LISTING} bytes", retry=False)
+                chunks.append(chunk)
         base = prefix.rstrip("/") + "/"
         return [(base + name, size, modified)
                 for name, size, modified in _multistatus(b"".join(chunks), urllib.parse.urlsplit(folder).path)]

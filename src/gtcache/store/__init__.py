@@ -1,6 +1,6 @@
 """The on-disk store (layout version 1): entry folders are the truth, the index a hint."""
 
-from gtcache.store._files import atomic_write_text, open_regular, read_regular, remove_tree
+from gtcache.store._files import atomic_write_text, fsync_dir, open_regular, read_regular, remove_tree
 from gtcache.store._layout import (
     CONFIG_FILE,
     DIRECT_DIR,
@@ -23,6 +23,7 @@ from gtcache.store._trust import StoreModes, TrustPolicy, check_store
 
 __all__ = [
     "atomic_write_text",
+    "fsync_dir",
     "open_regular",
     "read_regular",
     "CONFIG_FILE",
