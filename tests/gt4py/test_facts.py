@@ -26,8 +26,7 @@ store = gtcache.open_store(sys.argv[1])
 backends = {name: backend_by_name(name) for name in ("gtfn_cpu", "dace_cpu", "roundtrip")}
 if len(sys.argv) > 3 and sys.argv[3] == "release-in-process":
     from gt4py.next import config
-    from gt4py.next.program_processors.runners import gtfn
-    backends["gtfn_cpu"] = gtfn.make_gtfn_toolchain(gtfn.GTFNConfig(cmake_build_type=config.CMakeBuildType.RELEASE))
+    backends["gtfn_cpu"] = _compat.gtfn_backend(config.CMakeBuildType.RELEASE)
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     _facts.use(store, verify=sys.argv[2] == "verify")
@@ -104,9 +103,9 @@ def test_backend_digest_sees_options_and_not_identity() -> None:
 
     default = _compat.backend_digest(gtfn.run_gtfn)
     assert default is not None
-    assert _compat.backend_digest(gtfn.make_gtfn_toolchain()) == default  # a new, equal object
-    other_type = next(t for t in config.CMakeBuildType if t != gtfn.GTFNConfig().cmake_build_type)
-    assert _compat.backend_digest(gtfn.make_gtfn_toolchain(gtfn.GTFNConfig(cmake_build_type=other_type))) != default
+    assert _compat.backend_digest(_compat.gtfn_backend()) == default  # a new, equal object
+    other_type = next(t for t in config.CMakeBuildType if t != config.CMAKE_BUILD_TYPE)
+    assert _compat.backend_digest(_compat.gtfn_backend(other_type)) != default
     assert _compat.backend_digest(gtfn.run_gtfn_no_transforms) != default  # a partial's keyword
 
 

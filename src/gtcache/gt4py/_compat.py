@@ -53,6 +53,7 @@ __all__ = [
     "backend",
     "backend_digest",
     "backend_fingerprint",
+    "gtfn_backend",
     "backend_short_name",
     "content_bytes",
     "closure_vars",
@@ -181,6 +182,19 @@ def backend_fingerprint(backend: Any) -> str:
     references callables by qualified name.
     """
     return str(_backend_fingerprinter((backend.executor, backend.transforms)))
+
+
+def gtfn_backend(cmake_build_type: Any = None) -> Any:
+    """A new gtfn CPU backend like ``run_gtfn``, optionally with another CMake build type (a
+    ``config.CMakeBuildType``). gt4py 1.2.1 makes backends with factory_boy factories; later
+    releases with ``make_gtfn_toolchain``. For tests and benchmarks that need a fresh object."""
+    from gt4py.next.program_processors.runners import gtfn
+
+    if hasattr(gtfn, "make_gtfn_toolchain"):
+        config = gtfn.GTFNConfig() if cmake_build_type is None else gtfn.GTFNConfig(cmake_build_type=cmake_build_type)
+        return gtfn.make_gtfn_toolchain(config)
+    options = {} if cmake_build_type is None else {"otf_workflow__cmake_build_type": cmake_build_type}
+    return gtfn.GTFNBackendFactory(**options)  # type: ignore[attr-defined]  # gt4py 1.2.1
 
 
 def backend_digest(backend: Any) -> tuple[bytes, frozenset[str]] | None:
