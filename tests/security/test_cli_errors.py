@@ -251,7 +251,12 @@ def test_interrupt_is_exit_130(store: pathlib.Path, figures: Any) -> None:
     while "[y/N]" not in seen and time.monotonic() < deadline:  # the confirmation prompt
         seen += proc.stdout.read(1)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    # stdin stays open until the process has exited: closing it (as communicate() does at
+    # once) races the signal, and the prompt would read an end of file instead.
+    proc.wait(timeout=60)
+    out, err = proc.stdout.read(), proc.stderr.read()
+    assert proc.stdin is not None
+    proc.stdin.close()
     result = subprocess.CompletedProcess(proc.args, proc.returncode, seen + out, err)
     line = attack(result, 130)
     assert line == "Error: Interrupted.", line
