@@ -63,6 +63,7 @@ def _installed_pth() -> bool:
 pytestmark = pytest.mark.skipif(not _installed_pth(), reason="gtcache's start-up hook is not installed here")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("order", list(ORDERS))
 def test_every_import_order_installs_the_hook_once_without_warnings(order: str, tmp_path: pathlib.Path) -> None:
     imports = textwrap.indent("\n".join(ORDERS[order]), "    ")

@@ -73,6 +73,7 @@ def test_self_check_computes_every_stored_fact_and_warns_when_one_differs(tmp_pa
     assert len([w for w in checked["warnings"] if "stored fingerprint of backend" in w]) == 3, checked["warnings"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", ["environment", "in-process"])
 def test_a_changed_build_option_changes_the_fingerprint(tmp_path: pathlib.Path, change: str) -> None:
     store = tmp_path / "store"
@@ -87,6 +88,7 @@ def test_a_changed_build_option_changes_the_fingerprint(tmp_path: pathlib.Path, 
     assert release["roundtrip"]["used"] == debug["roundtrip"]["used"]  # no build, no build type
 
 
+@pytest.mark.slow
 def test_a_damaged_facts_file_is_ignored_and_rewritten(tmp_path: pathlib.Path) -> None:
     store = tmp_path / "store"
     child(store)
@@ -121,6 +123,7 @@ print("RESULT " + json.dumps(facts["nanobind"]))
 """
 
 
+@pytest.mark.slow
 def test_stored_versions_are_used_only_while_the_path_folders_are_unchanged(tmp_path: pathlib.Path) -> None:
     store, extra = tmp_path / "store", tmp_path / "on-path"
     extra.mkdir()
@@ -168,6 +171,7 @@ def op(a: Field[Dims[IDim], float64]) -> Field[Dims[IDim], float64]:
 '''
 
 
+@pytest.mark.slow
 def test_a_stored_definition_fingerprint_is_used_only_for_the_same_content(tmp_path: pathlib.Path) -> None:
     store, code = tmp_path / "store", tmp_path / "code"
     code.mkdir()

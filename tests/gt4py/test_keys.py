@@ -52,6 +52,7 @@ def test_backend_config_is_stable_across_processes_and_cache_lifetimes() -> None
     assert first == backend_fingerprints(GT4PY_BUILD_CACHE_LIFETIME="persistent")
 
 
+@pytest.mark.slow
 def test_backend_config_sees_build_options() -> None:
     debug = backend_fingerprints(GT4PY_CMAKE_BUILD_TYPE="debug")
     release = backend_fingerprints(GT4PY_CMAKE_BUILD_TYPE="release")

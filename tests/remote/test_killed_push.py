@@ -42,6 +42,7 @@ def _push(store: pathlib.Path, url: str, key: str) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "GTCACHE_BUNDLE_KEY": KEY})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", ["http", "redis"])
 def test_push_killed_midway_leaves_no_partial_object(server: str, request: pytest.FixtureRequest,
                                                       tmp_path: pathlib.Path) -> None:

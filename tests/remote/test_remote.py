@@ -29,6 +29,7 @@ from tests.helpers import publish, without_gt4py_build_cache
 from tests.remote.conftest import SilentServer, free_port
 from tests.remote.helpers import KEY, MODEL_RUN, gtcache_cli, model_run
 
+@pytest.mark.slow
 def test_fresh_store_hits_from_remote_and_compiles_nothing(remote_url: str, tmp_path: pathlib.Path) -> None:
     compiled = model_run(tmp_path / "ci", f"{remote_url}?mode=read-write", tmp_path)
     assert compiled["correct"] == [True]
@@ -68,6 +69,7 @@ def _drop_direct_links(url: str) -> None:
         httpx.request("DELETE", f"{url}/v1/direct/")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tampering", ["resigned", "garbage"])
 def test_tampered_remote_object_is_refused_and_recompiled(
     remote_url: str, tampering: str, tmp_path: pathlib.Path
@@ -91,6 +93,7 @@ def test_tampered_remote_object_is_refused_and_recompiled(
     assert any(said in w for w in fresh["warnings"]), fresh["warnings"]
 
 
+@pytest.mark.slow
 def test_forged_direct_link_is_refused(remote_url: str, tmp_path: pathlib.Path) -> None:
     compiled = model_run(tmp_path / "ci", f"{remote_url}?mode=read-write", tmp_path, "axpy", "edge_diff")
     axpy, edge_diff = (o["key"] for o in compiled["outcomes"])
@@ -138,6 +141,7 @@ class _RedisMonitor:
 RANKS = 8
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", ["http", "redis"])
 def test_processes_missing_one_key_download_it_once_per_store(
     server: str, request: pytest.FixtureRequest, tmp_path: pathlib.Path
@@ -185,6 +189,7 @@ def test_processes_missing_one_key_download_it_once_per_store(
             monitor.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme", ["redis", "http"])
 def test_silent_remote_costs_one_timeout_per_process(
     scheme: str, silent_server: SilentServer, tmp_path: pathlib.Path
@@ -198,6 +203,7 @@ def test_silent_remote_costs_one_timeout_per_process(
     assert len(remote_warnings) == 1 and "timed out" in remote_warnings[0], run["warnings"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme", ["redis", "http"])
 def test_remote_that_is_down_is_skipped_with_one_warning(scheme: str, tmp_path: pathlib.Path) -> None:
     url = f"{scheme}://127.0.0.1:{free_port()}/?mode=read-write"

@@ -21,6 +21,7 @@ def _write_toml(store: pathlib.Path, urls: object) -> None:
     (store / "gtcache.toml").write_text(f"[limits]\nmax_size = \"1G\"\n\n[remote]\nurls = {json.dumps(urls)}\n")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("way", ["env", "toml", "install", "install-over-env", "empty-env-over-toml"])
 def test_each_way_to_name_a_remote(way: str, redis_server: str, tmp_path: pathlib.Path,
                                    monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,6 +8,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 import gtcache
 from gtcache.remote import Remote, parse_remote
 from tests.helpers import publish, without_gt4py_build_cache
@@ -30,6 +32,7 @@ def warm(store: pathlib.Path, tmp_path: pathlib.Path, *args: str, **env: str) ->
     )
 
 
+@pytest.mark.slow
 def test_warm_push_fills_the_remote_with_the_plan(redis_server: str, tmp_path: pathlib.Path) -> None:
     import redis
 

@@ -117,6 +117,7 @@ EXPLAIN_ATTACKS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", list(EXPLAIN_ATTACKS))
 def test_hostile_explain_is_a_usage_error(store: pathlib.Path, kind: str, figures: Any) -> None:
     args, expected = EXPLAIN_ATTACKS[kind]

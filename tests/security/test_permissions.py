@@ -148,6 +148,7 @@ def tree(root: pathlib.Path) -> dict[str, tuple[int, bytes]]:
 # -- stores others can write ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["world-writable", "group-writable"])
 def test_a_store_others_can_write_is_not_used_and_left_alone(
     public: pathlib.Path, hook_env: dict[str, str], how: str, figures: Any
@@ -209,6 +210,7 @@ def test_trust_is_declared_by_the_reader_never_by_the_store(tmp_path: pathlib.Pa
 # -- group-shared stores ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_group_shared_store_is_used_by_the_group_and_stays_group_writable(
     public: pathlib.Path, hook_env: dict[str, str], figures: Any
 ) -> None:
@@ -296,6 +298,7 @@ def plant(store_path: pathlib.Path, key: str, marker: pathlib.Path) -> None:
     os.chown(payload, OTHER, OTHER)
 
 
+@pytest.mark.slow
 def test_a_payload_another_user_wrote_is_never_loaded(
     compiled_store: CompiledStore, store_copy: pathlib.Path, tmp_path: pathlib.Path, figures: Any
 ) -> None:
@@ -334,6 +337,7 @@ def test_an_entry_file_others_can_write_is_broken(store_copy: pathlib.Path, comp
 # -- read-only tiers and the CLI --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_readonly_tier_others_can_write_is_skipped_while_the_main_store_serves(
     compiled_store: CompiledStore, public: pathlib.Path, hook_env: dict[str, str]
 ) -> None:

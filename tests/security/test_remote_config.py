@@ -111,6 +111,7 @@ def test_credentials_go_only_to_the_readers_own_remotes(server: fakes.FakeServer
     assert _authorizations(server) == ["Authorization: Bearer s3cr3t-token"]
 
 
+@pytest.mark.slow
 def test_the_hook_refuses_trusted_and_sends_no_credentials(server: fakes.FakeServer, tmp_path: pathlib.Path) -> None:
     root = _store_with_toml(tmp_path, f"http://127.0.0.1:{server.port}/trusted?trusted=1&mode=read-write",
                             f"http://127.0.0.1:{server.port}/plain?mode=read-write")
@@ -123,6 +124,7 @@ def test_the_hook_refuses_trusted_and_sends_no_credentials(server: fakes.FakeSer
     assert _authorizations(server) == []
 
 
+@pytest.mark.slow
 def test_the_hook_does_not_read_a_foreign_file(server: fakes.FakeServer, tmp_path: pathlib.Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("chown to another user needs root")

@@ -158,6 +158,7 @@ def tally(figures: Any) -> Iterator[Tally]:
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", list(COMMANDS))
 @pytest.mark.parametrize("what", PLANTS)
 def test_planted_symlink_never_reaches_outside(
@@ -325,6 +326,7 @@ def {name}(*args, **kwargs):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["relative", "absolute"])
 def test_roundtrip_entry_pointing_outside_never_runs_it(
     store_copy: pathlib.Path, compiled_store: Any, tmp_path: pathlib.Path, how: str, figures: Any

@@ -13,6 +13,7 @@ import textwrap
 import threading
 from typing import Any
 
+import pytest
 from gt4py.next import backend as gtx_backend
 
 import gtcache
@@ -100,6 +101,7 @@ guarded = gtx_backend.Backend(name="guarded", executor=Guarded(), allocator=_bas
 """
 
 
+@pytest.mark.slow
 def test_warm_dry_run_and_explain_list_unplannable_variants(tmp_path: pathlib.Path) -> None:
     (tmp_path / "odd_backends.py").write_text(textwrap.dedent(BACKENDS_MODULE))
     manifest = tmp_path / "variants.toml"
