@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import pathlib
+import time
 
 import pytest
 
-from gtcache.gt4py import _compat
+from gtcache.gt4py import _compat, _facts
 from tests.helpers import run_python
 
 #: Prints, per backend, the fingerprint the key uses (through the store's facts) and the one
@@ -191,3 +192,111 @@ def test_a_stored_definition_fingerprint_is_used_only_for_the_same_content(tmp_p
     assert fingerprint(2.0)["used"] == "f" * 16  # the same content: read from the file
     three = fingerprint(3.0)  # another closure value: another content key, computed afresh
     assert three["used"] == three["computed"] != two["computed"]
+
+
+SOURCE = """
+import json, sys, warnings
+import gtcache
+from gtcache.gt4py import _facts, definition
+
+sys.path.insert(0, sys.argv[2])
+import ops_for_facts
+
+_facts.use(gtcache.open_store(sys.argv[1]), verify=sys.argv[3] == "verify")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    used = definition.definition_fingerprint(ops_for_facts.op.definition_stage)
+read = definition._source_text.cache_info().currsize  # texts read (inspect.getsource)
+print("RESULT " + json.dumps({"used": used, "source_read": read > 0, "warnings": [str(w.message) for w in caught]}))
+"""
+
+
+def test_a_stored_source_digest_is_used_only_while_its_file_is_unchanged(tmp_path: pathlib.Path) -> None:
+    """A fresh process reads no source text for a function whose file is as the facts describe
+    it; an edit of the same size (only the modification time tells) is read again."""
+    store, code = tmp_path / "store", tmp_path / "code"
+    code.mkdir()
+    ops = code / "ops_for_facts.py"
+
+    def write(body: str) -> None:
+        ops.write_text(OPS.format(factor=2.0).replace("return a * FACTOR", body))
+        time.sleep(_facts._TOO_RECENT + 0.1)  # a file changed within that time is never described
+
+    def run(mode: str = "plain") -> dict:
+        out = run_python(SOURCE, str(store), str(code), mode)
+        return json.loads(next(line for line in out.splitlines() if line.startswith("RESULT ")).removeprefix("RESULT "))  # type: ignore[no-any-return]
+
+    write("return a * FACTOR")
+    first = run()
+    assert first["source_read"] and not first["warnings"], first
+    [facts] = facts_files(store)
+    [(key, stored)] = json.loads(facts.read_text())["sources"].items()
+    second = run()
+    assert not second["source_read"], "the stored digest stands for the text"
+    assert second["used"] == first["used"]
+    write("return a / FACTOR")  # the same size: only the file's times differ
+    edited = run()
+    assert edited["source_read"] and edited["used"] != first["used"], edited
+    assert run()["used"] == edited["used"]
+    # A digest that lies is caught by self-check, which reads every text.
+    data = json.loads(facts.read_text())
+    [key] = [k for k, v in data["sources"].items() if v != stored]
+    data["sources"][key] = {"digest": "0" * 32}
+    facts.write_text(json.dumps(data))
+    checked = run("verify")
+    assert checked["source_read"] and checked["used"] == edited["used"], checked
+    assert any("stored digest of a source text" in w for w in checked["warnings"]), checked["warnings"]
+
+
+CHAINS = """
+import json, sys
+import gtcache
+from gtcache.gt4py import _facts, definition
+
+sys.path.insert(0, sys.argv[2])
+import ops_with_module
+
+_facts.use(gtcache.open_store(sys.argv[1]))
+stage = ops_with_module.op.definition_stage
+used = definition.definition_fingerprint(stage)
+parsed = definition._attribute_chains.cache_info().currsize  # sources parsed for attribute chains
+print("RESULT " + json.dumps({"used": used, "computed": str(definition._fingerprinter(stage)), "parsed": parsed}))
+"""
+
+OPS_WITH_MODULE = '''
+import gt4py.next as gtx
+from gt4py.next import Dims, Field, float64
+
+import consts_for_facts as consts
+
+IDim = gtx.Dimension("IDim")
+
+
+@gtx.field_operator
+def op(a: Field[Dims[IDim], float64]) -> Field[Dims[IDim], float64]:
+    return a * consts.FACTOR
+'''
+
+
+def test_stored_attribute_chains_still_read_the_module_values(tmp_path: pathlib.Path) -> None:
+    """What a function reads from a module (``consts.FACTOR``) is kept in the facts, not the
+    value: a later process reads the value afresh, so a changed constant changes the key."""
+    store, code = tmp_path / "store", tmp_path / "code"
+    code.mkdir()
+    (code / "ops_with_module.py").write_text(OPS_WITH_MODULE)
+    time.sleep(_facts._TOO_RECENT + 0.1)
+
+    def run(factor: float) -> dict:
+        (code / "consts_for_facts.py").write_text(f"FACTOR = {factor}\n")
+        out = run_python(CHAINS, str(store), str(code), env={"PYTHONDONTWRITEBYTECODE": "1"})
+        return json.loads(next(line for line in out.splitlines() if line.startswith("RESULT ")).removeprefix("RESULT "))  # type: ignore[no-any-return]
+
+    two = run(2.0)
+    assert two["parsed"] == 1 and two["used"] == two["computed"], two
+    [facts] = facts_files(store)
+    [chains] = [v["chains"] for v in json.loads(facts.read_text())["sources"].values()]
+    assert chains["consts"] == [["FACTOR"]], chains  # the name read, not its value
+    again = run(2.0)
+    assert again["parsed"] == 0 and again["used"] == two["used"], again  # the chains came from the facts
+    three = run(3.0)
+    assert three["parsed"] == 0 and three["used"] == three["computed"] != two["used"], three

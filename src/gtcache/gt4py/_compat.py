@@ -222,42 +222,68 @@ def content_bytes(
     fingerprinter's own deconstructors. Objects gt4py treats otherwise (mocks, data classes
     that are also containers, modules) make it None. The bytes are hashed, never unpickled.
     """
-    data_fields: Any = getattr(fingerprinting, "_data_fields", None)
-    fingerprinted: Any = getattr(fingerprinting, "_is_fingerprinted_field", None)
-    reference: Any = getattr(fingerprinting, "_reference_by_fully_qualified_name", None)
-    if data_fields is None or fingerprinted is None or reference is None:
+    if _DATA_FIELDS is None or _FINGERPRINTED is None or _REFERENCE is None:
         return None  # another gt4py: no shortcut
-    modules: set[str] = set()
-    custom = dict(overrides or {})
-
-    class _Pickler(pickle.Pickler):
-        def reducer_override(self, obj: Any) -> Any:
-            if obj is data_fields_of or obj is mirrored:
-                return NotImplemented
-            cls = type(obj)
-            if custom:
-                for base in cls.__mro__:
-                    if base in custom:
-                        return custom[base](obj)
-            if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
-                reference(obj, True)  # TypeError where gt4py refuses the reference
-                return NotImplemented  # pickled by reference (pickle checks the name resolves too)
-            fields = data_fields(cls)
-            if fields is None:
-                if isinstance(obj, types.ModuleType):
-                    raise TypeError("a module")
-                return NotImplemented
-            if not _PLAIN_DATA_CLASS.isdisjoint(cls.__mro__[1:]):
-                raise TypeError(f"data class '{cls.__qualname__}' is also a container, enum or mock")
-            modules.add(cls.__module__)
-            return data_fields_of, (cls, tuple((f.name, getattr(obj, f.name)) for f in fields if fingerprinted(f.metadata)))
-
     stream = io.BytesIO()
+    pickler = _ContentPickler(stream, overrides or {})
     try:
-        _Pickler(stream, protocol=2).dump(obj)
+        pickler.dump(obj)
     except Exception:  # pickling refused something (or an override did): no shortcut
         return None
-    return stream.getvalue(), frozenset(modules)
+    return stream.getvalue(), frozenset(pickler.modules)
+
+
+_DATA_FIELDS: Any = getattr(fingerprinting, "_data_fields", None)
+_FINGERPRINTED: Any = getattr(fingerprinting, "_is_fingerprinted_field", None)
+_REFERENCE: Any = getattr(fingerprinting, "_reference_by_fully_qualified_name", None)
+
+#: Per class, how ``_ContentPickler`` writes its instances that no override takes: ``None``
+#: as pickle does, a tuple of field names as a data class, a ``TypeError`` message: refused.
+#: Classes do not change in a process, and neither does what gt4py says of them.
+_CLASS_PLANS: dict[type, tuple[str, ...] | str | None] = {}
+
+
+def _class_plan(cls: type) -> tuple[str, ...] | str | None:
+    fields = _DATA_FIELDS(cls)
+    if fields is None:
+        return "a module" if issubclass(cls, types.ModuleType) else None
+    if not _PLAIN_DATA_CLASS.isdisjoint(cls.__mro__[1:]):
+        return f"data class '{cls.__qualname__}' is also a container, enum or mock"
+    return tuple(f.name for f in fields if _FINGERPRINTED(f.metadata))
+
+
+class _ContentPickler(pickle.Pickler):
+    """The pickler of ``content_bytes`` (pickle calls ``reducer_override`` for every object
+    but ``None``, booleans and instances of the built-in numbers, strings and containers)."""
+
+    def __init__(self, stream: io.BytesIO, overrides: Mapping[type, Callable[[Any], Reduction]]):
+        super().__init__(stream, protocol=2)
+        self.overrides = overrides
+        self.modules: set[str] = set()
+
+    def reducer_override(self, obj: Any) -> Any:
+        if obj is data_fields_of or obj is mirrored:
+            return NotImplemented
+        cls = type(obj)
+        if self.overrides:
+            for base in cls.__mro__:
+                if base in self.overrides:
+                    return self.overrides[base](obj)
+        if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
+            _REFERENCE(obj, True)  # TypeError where gt4py refuses the reference
+            return NotImplemented  # pickled by reference (pickle checks the name resolves too)
+        plan = _CLASS_PLANS.get(cls, _UNPLANNED)
+        if plan is _UNPLANNED:
+            plan = _CLASS_PLANS[cls] = _class_plan(cls)
+        if plan is None:
+            return NotImplemented
+        if isinstance(plan, str):
+            raise TypeError(plan)
+        self.modules.add(cls.__module__)
+        return data_fields_of, (cls, tuple((name, getattr(obj, name)) for name in plan))
+
+
+_UNPLANNED: Any = object()
 
 
 def data_fields_of(*_pieces: Any) -> None:

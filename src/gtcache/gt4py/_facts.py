@@ -28,9 +28,11 @@ deleted at any time, and a damaged one is ignored and rewritten.
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -41,13 +43,22 @@ from gtcache.gt4py import _compat
 from gtcache.keys import canonical_bytes, digest
 from gtcache.store import Store
 
-__all__ = ["Facts", "active", "active_store", "backend_config", "content_key", "remember_versions", "use"]
+__all__ = [
+    "Facts", "active", "active_store", "backend_config", "content_key", "flush", "remember_versions", "source_key",
+    "source_unchanged", "use",
+]
 
 _FORMAT = "gtcache-facts"
-_VERSION = 1
+_VERSION = 2
 #: At most this many backend / definition fingerprints per file (any beyond are recomputed).
 _MAX_BACKENDS = 64
 _MAX_DEFINITIONS = 4096
+_MAX_SOURCES = 8192
+#: A file changed less than this many seconds ago is not described in the facts: an edit in
+#: the same tick of the file system's clock, of the same size, would not show (ccache's rule).
+_TOO_RECENT = 2.0
+#: At most one write of the file per this many seconds (and one at the end: ``flush``).
+_SAVE_EVERY = 2.0
 
 _active: Facts | None = None
 
@@ -55,6 +66,8 @@ _active: Facts | None = None
 def use(store: Store | None, *, verify: bool = False, warn: Callable[[str], None] | None = None) -> None:
     """Read this environment's facts from ``store`` (None: keep none); seeds the toolchain's versions."""
     global _active
+    if _active is not None:
+        _active.flush()
     _active = None if store is None else Facts(store, verify=verify, warn=warn)
     if _active is not None:
         _active.seed_versions()
@@ -76,6 +89,13 @@ def backend_config(backend: Any) -> str:
     return facts.backend_config(backend)
 
 
+@atexit.register
+def flush() -> None:
+    """Write the active facts not written yet (at exit, and when other facts are used)."""
+    if _active is not None:
+        _active.flush()
+
+
 def remember_versions() -> None:
     """Keep the distribution versions ``toolchain`` listed in this process (if it listed them)."""
     if _active is not None:
@@ -93,14 +113,20 @@ class Facts:
         self.environment = _environment()
         self.backends: dict[str, str] = {}
         self.definitions: dict[str, str] = {}
+        self.sources: dict[str, dict[str, Any]] = {}
         self.path: str | None = None
         self.versions: dict[str, str] | None = None
         self._path_now: str | None = None
         self._remembered = False
+        self._dirty = False
+        self._saved_at = float("-inf")
         data = store.read_facts(self.environment)
         if data is not None and data.get("format") == _FORMAT and data.get("version") == _VERSION:
             self.backends = _str_map(data.get("backend_config"))
             self.definitions = _str_map(data.get("definitions"))
+            sources = data.get("sources")
+            if isinstance(sources, dict):
+                self.sources = {k: v for k, v in sources.items() if isinstance(k, str) and isinstance(v, dict)}
             self.versions = _str_map(data.get("versions")) if isinstance(data.get("path"), str) else None
             self.path = data.get("path") if self.versions is not None else None
 
@@ -144,6 +170,27 @@ class Facts:
             self.definitions[key] = fingerprint
         self._save()
 
+    # -- source texts -------------------------------------------------------------------
+
+    def source(self, key: str) -> dict[str, Any] | None:
+        """What is stored of the source text ``key`` names (see ``source_key``): its
+        ``digest``, and the attribute ``chains`` it reads when they were needed."""
+        value = None if self.verify else self.sources.get(key)
+        return value if isinstance(value, dict) and isinstance(value.get("digest"), str) else None
+
+    def remember_source(self, key: str, value: dict[str, Any]) -> None:
+        known = self.sources.get(key)
+        if known is not None and known.get("digest") != value.get("digest"):  # only when verifying
+            self._report(f"the stored digest of a source text is {known.get('digest')!r},"
+                         f" reading it gives {value.get('digest')!r}")
+        if known == value:
+            return
+        with self._lock:
+            if len(self.sources) >= _MAX_SOURCES:
+                self.sources.pop(next(iter(self.sources)))
+            self.sources[key] = value
+        self._save()
+
     # -- installed versions -------------------------------------------------------------
 
     def seed_versions(self) -> None:
@@ -167,10 +214,23 @@ class Facts:
     # -- the file -----------------------------------------------------------------------
 
     def _save(self) -> None:
+        """Write the file now if it was not written in the last ``_SAVE_EVERY`` seconds, else at
+        the next fact after that or at ``flush`` (at exit): the first process of an
+        environment learns hundreds of facts, and each write is of the whole file."""
+        self._dirty = True
+        if time.monotonic() - self._saved_at >= _SAVE_EVERY:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what is not written yet."""
         with self._lock:
+            if not self._dirty:
+                return
+            self._dirty, self._saved_at = False, time.monotonic()
             value = {
                 "format": _FORMAT, "version": _VERSION, "gtcache": __version__,
                 "backend_config": dict(self.backends), "definitions": dict(self.definitions),
+                "sources": dict(self.sources),
                 "path": self.path, "versions": self.versions,
             }
         try:
@@ -189,6 +249,33 @@ class Facts:
 def content_key(serialized: bytes, modules: frozenset[str]) -> str:
     """The digest of a ``_compat.content_bytes`` serialization and its data classes' modules' files."""
     return digest(serialized + canonical_bytes(sorted((name, _module_identity(name)) for name in modules)))
+
+
+def source_key(filename: str, first_line: int, name: str) -> str | None:
+    """The key of a function's source text in the facts: its file's identity (device, inode,
+    size, modification and change time), first line and qualified name; None when the file
+    cannot be stat'ed or changed in the last ``_TOO_RECENT`` seconds."""
+    identity = _file_identity(filename)
+    return None if identity is None else digest(canonical_bytes([filename, identity, first_line, name]))
+
+
+def source_unchanged(filename: str) -> bool:
+    """Whether ``filename`` still has the identity ``source_key`` used (read after its text)."""
+    return _file_identity(filename) == _identity(filename)
+
+
+_file_identities: dict[str, list[int] | None] = {}
+
+
+def _file_identity(filename: str) -> list[int] | None:
+    """``_identity`` of a source file, once per process (as ``inspect`` reads it once); None
+    when absent or too recent."""
+    if filename not in _file_identities:
+        identity = _identity(filename)
+        if identity is not None and time.time() - max(identity[3], identity[4]) / 1e9 < _TOO_RECENT:
+            identity = None
+        _file_identities[filename] = identity
+    return _file_identities[filename]
 
 
 def _str_map(value: Any) -> dict[str, str]:

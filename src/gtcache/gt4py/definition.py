@@ -31,6 +31,7 @@ import types
 from typing import Any
 
 from gtcache.gt4py import _compat, _facts
+from gtcache.keys import digest
 
 __all__ = ["definition_fingerprint"]
 
@@ -121,21 +122,70 @@ def _module_reads(module: types.ModuleType, chains: list[tuple[str, ...]]) -> di
 _MISSING = object()
 
 
-def _function_pieces(func: types.FunctionType) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]:
-    source = _source_text(func.__code__, func)
+def _function_pieces(func: types.FunctionType, source: str) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """What the direct key reads of a DSL function; ``source``: its text, or the text's digest."""
     closure = _compat.closure_vars(func)
     by_value = {}
     modules = {}
     for name, value in closure.items():
         if isinstance(value, types.ModuleType):
-            modules[name] = _module_reads(value, _attribute_chains(func.__code__, func).get(name, []))
+            modules[name] = _module_reads(value, _chains(func).get(name, []))
         else:
             by_value[name] = value
     return source, by_value, modules, dict(func.__annotations__)
 
 
 def _deconstruct_function(func: types.FunctionType) -> Any:
-    return _compat.fingerprinting.Deconstruction.from_pieces(*_function_pieces(func), state=b"gtcache-dsl-function")
+    pieces = _function_pieces(func, _source_text(func.__code__, func))
+    return _compat.fingerprinting.Deconstruction.from_pieces(*pieces, state=b"gtcache-dsl-function")
+
+
+#: Per code object: the digest of its source text and (once needed) the attribute chains
+#: it reads, as ``_source`` found them (a process reads one text per code object; bounded).
+_sources: dict[types.CodeType, dict[str, Any]] = {}
+
+
+def _source(func: types.FunctionType) -> dict[str, Any]:
+    """``{"digest": ...}`` of a function's source text, from the store's facts when its file
+    is as it was (no read, no tokenizing: ``inspect.getsource`` costs about 0.15 ms a
+    function); else read, and kept in the facts (``_facts.source_key`` says when it can)."""
+    code = func.__code__
+    if (known := _sources.get(code)) is not None:
+        return known
+    facts = _facts.active()
+    key = _facts.source_key(code.co_filename, code.co_firstlineno, code.co_qualname) if facts else None
+    value = facts.source(key) if facts is not None and key is not None else None
+    if value is None:
+        value = {"digest": digest(_source_text(code, func))}
+        _remember_source(func, key, value)
+    if len(_sources) >= _MAX_FINGERPRINTS:
+        _sources.pop(next(iter(_sources)))
+    _sources[code] = value
+    return value
+
+
+def _chains(func: types.FunctionType) -> dict[str, list[tuple[str, ...]]]:
+    """``_attribute_chains`` of a function, from its ``_source`` facts when they have them."""
+    source = _source(func)
+    stored = source.get("chains")
+    if isinstance(stored, dict) and all(
+        isinstance(chains, list) and all(isinstance(c, list) and all(isinstance(a, str) for a in c) for c in chains)
+        for chains in stored.values()
+    ):
+        return {name: [tuple(chain) for chain in chains] for name, chains in stored.items()}
+    chains = _attribute_chains(func.__code__, func)
+    source = {**source, "chains": {name: [list(chain) for chain in found] for name, found in chains.items()}}
+    _sources[func.__code__] = source
+    code = func.__code__
+    _remember_source(func, _facts.source_key(code.co_filename, code.co_firstlineno, code.co_qualname), source)
+    return chains
+
+
+def _remember_source(func: types.FunctionType, key: str | None, value: dict[str, Any]) -> None:
+    """Keep ``value`` in the facts, if its file has not changed since ``key`` was made of it."""
+    facts = _facts.active()
+    if facts is not None and key is not None and _facts.source_unchanged(func.__code__.co_filename):
+        facts.remember_source(key, value)
 
 
 def _refuse_module(module: types.ModuleType) -> Any:
@@ -161,7 +211,8 @@ def _deconstruct_enum_member(member: enum.Enum) -> Any:
 
 # The same pieces for ``_content_key`` (each tagged like its deconstruction's ``state``).
 def _reduce_function(func: types.FunctionType) -> _compat.Reduction:
-    return _compat.mirrored, (b"gtcache-dsl-function", *_function_pieces(func))
+    # The text's digest for the text: equal digests, equal texts, equal fingerprints.
+    return _compat.mirrored, (b"gtcache-dsl-function", *_function_pieces(func, _source(func)["digest"]))
 
 
 def _reduce_enum_class(cls: type[enum.Enum]) -> _compat.Reduction:

@@ -112,6 +112,8 @@ class TrustPolicy:
         if self.anyone:
             return None
         owner, mode = st.st_uid, st.st_mode
+        if owner in self._trusted and not mode & (_WRITE_GROUP | _WRITE_OTHER):
+            return None  # the fast path: no name look-ups (they may go to LDAP)
         found = f"owner '{_user_name(owner)}', group '{_group_name(st.st_gid)}', mode {stat.filemode(mode)}"
         if not self.trusts_user(owner):
             return (
@@ -142,17 +144,15 @@ def check_store(root: pathlib.Path, index_dir: pathlib.Path | None, policy: Trus
     """Raise ``UntrustedStoreError`` unless the store at ``root`` (and its index) is safe to use."""
     if policy.anyone:
         return
-    real = pathlib.Path(os.path.realpath(root))
-    checks: list[tuple[str, bool]] = [(str(parent), True) for parent in reversed(real.parents)]
-    checks.append((str(real), False))
-    for name in (_layout.ENTRIES_DIR, _layout.DIRECT_DIR, _layout.TMP_DIR, _layout.TRASH_DIR,
-                 _layout.QUARANTINE_DIR, _layout.LEDGER_DIR, _layout.LOCKS_DIR, _layout.INDEX_DIR,
-                 _layout.FACTS_DIR):
-        checks.append((f"{real}/{name}", False))
+    real = os.path.realpath(root)
+    ancestors = _ancestors(real)
+    checks: list[tuple[str, bool]] = [(parent, True) for parent in ancestors]
+    checks.append((real, False))
+    checks += [(f"{real}/{name}", False) for name in _FIXED_FOLDERS]
     if index_dir is not None:
-        real_index = pathlib.Path(os.path.realpath(index_dir))
-        checks += [(str(parent), True) for parent in reversed(real_index.parents) if parent not in real.parents]
-        checks.append((str(real_index), False))
+        real_index = os.path.realpath(index_dir)
+        checks += [(parent, True) for parent in _ancestors(real_index) if parent not in ancestors]
+        checks.append((real_index, False))
     for path, is_ancestor in checks:
         try:
             st = os.stat(path)
@@ -163,6 +163,19 @@ def check_store(root: pathlib.Path, index_dir: pathlib.Path | None, policy: Trus
         problem = policy.problem(path, st, sticky_ok=is_ancestor)
         if problem is not None:
             raise UntrustedStoreError(root, problem)
+
+
+#: The store's own folders, checked at opening (those that exist).
+_FIXED_FOLDERS = (
+    _layout.ENTRIES_DIR, _layout.DIRECT_DIR, _layout.TMP_DIR, _layout.TRASH_DIR, _layout.QUARANTINE_DIR,
+    _layout.LEDGER_DIR, _layout.LOCKS_DIR, _layout.INDEX_DIR, _layout.FACTS_DIR,
+)
+
+
+def _ancestors(real: str) -> list[str]:
+    """The folders above the resolved path ``real``, from ``/`` down."""
+    parts = real.split("/")[1:-1]
+    return ["/", *("/" + "/".join(parts[: depth + 1]) for depth in range(len(parts)))]
 
 
 @dataclasses.dataclass(frozen=True)
