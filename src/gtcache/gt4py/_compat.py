@@ -16,6 +16,7 @@ checks it (the "gt4py" contract in pyproject.toml; docs/architecture.md, "Layers
 
 from __future__ import annotations
 
+import builtins
 import collections
 import dataclasses
 import enum
@@ -23,7 +24,7 @@ import importlib
 import io
 import pickle
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import gt4py
@@ -56,6 +57,8 @@ __all__ = [
     "gtfn_backend",
     "backend_short_name",
     "content_bytes",
+    "CLOSURE_FROM_SOURCE",
+    "closure_global_names",
     "closure_vars",
     "fingerprinting",
     "has_custom_compile",
@@ -318,9 +321,41 @@ def scalar_parameters(program: Any) -> dict[str, str | None]:
             for name, t in params.items()}
 
 
-def closure_vars(func: Any) -> dict[str, Any]:
-    """The closure variables gt4py's frontend resolves for a DSL function (same function it uses)."""
-    return dict(source_utils.get_closure_vars_from_function(func))
+def closure_vars(func: Any, global_names: Iterable[str] | None = None) -> dict[str, Any]:
+    """The closure variables gt4py's frontend resolves for a DSL function (same function it uses).
+
+    ``global_names``: what ``closure_global_names`` gave for this function's source text
+    before (kept in the facts): gt4py 1.2.3 finds them by parsing that text, so with them
+    the lookup skips the parse (its ``get_closure_vars_from_function``, given the names).
+    """
+    if global_names is None or _GLOBAL_NAMES_OF_CODE is None:
+        return dict(source_utils.get_closure_vars_from_function(func))
+    nonlocals = source_utils._free_variables_from_closure_cells(func)  # noqa: SLF001  # gt4py 1.2.3
+    global_ns = func.__globals__
+    builtin_ns = global_ns.get("__builtins__", builtins.__dict__)
+    if isinstance(builtin_ns, types.ModuleType):
+        builtin_ns = builtin_ns.__dict__
+    found = {}
+    for name in global_names:
+        if name in global_ns:
+            found[name] = global_ns[name]
+        elif name in builtin_ns:
+            found[name] = builtin_ns[name]
+    return dict(sorted({**found, **nonlocals}.items()))
+
+
+def closure_global_names(code: types.CodeType) -> list[str] | None:
+    """The global names gt4py's frontend finds in a function's source (None unless
+    ``CLOSURE_FROM_SOURCE``: then ``closure_vars`` takes no names)."""
+    return None if _GLOBAL_NAMES_OF_CODE is None else sorted(_GLOBAL_NAMES_OF_CODE(code))
+
+
+#: gt4py 1.2.3 (1.2.1 asks ``inspect.getclosurevars`` instead, which reads no source).
+_GLOBAL_NAMES_OF_CODE: Callable[[types.CodeType], frozenset[str]] | None = getattr(
+    source_utils, "_global_names_of_code", None
+)
+#: Whether this gt4py finds a function's closure by parsing its source text.
+CLOSURE_FROM_SOURCE = _GLOBAL_NAMES_OF_CODE is not None
 
 
 def offset_provider_type(offset_provider: Any) -> dict[str, str]:

@@ -28,6 +28,7 @@ import functools
 import inspect
 import textwrap
 import types
+from collections.abc import Callable
 from typing import Any
 
 from gtcache.gt4py import _compat, _facts
@@ -124,7 +125,7 @@ _MISSING = object()
 
 def _function_pieces(func: types.FunctionType, source: str) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]:
     """What the direct key reads of a DSL function; ``source``: its text, or the text's digest."""
-    closure = _compat.closure_vars(func)
+    closure = _compat.closure_vars(func, _global_names(func))
     by_value = {}
     modules = {}
     for name, value in closure.items():
@@ -166,19 +167,38 @@ def _source(func: types.FunctionType) -> dict[str, Any]:
 
 def _chains(func: types.FunctionType) -> dict[str, list[tuple[str, ...]]]:
     """``_attribute_chains`` of a function, from its ``_source`` facts when they have them."""
+    def compute() -> dict[str, list[list[str]]]:
+        return {name: [list(chain) for chain in found] for name, found in _attribute_chains(func.__code__, func).items()}
+
+    stored = _source_fact(func, "chains", compute, lambda value: isinstance(value, dict) and all(
+        isinstance(chains, list) and all(_names(chain) for chain in chains) for chains in value.values()
+    ))
+    return {name: [tuple(chain) for chain in chains] for name, chains in stored.items()}
+
+
+def _global_names(func: types.FunctionType) -> list[str] | None:
+    """The global names gt4py's frontend finds in a function's source (``_compat.closure_vars``),
+    from its ``_source`` facts when they have them; None where gt4py finds them otherwise."""
+    if not _compat.CLOSURE_FROM_SOURCE:
+        return None
+    return _source_fact(func, "globals", lambda: _compat.closure_global_names(func.__code__), _names)  # type: ignore[no-any-return]
+
+
+def _names(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(name, str) for name in value)
+
+
+def _source_fact(func: types.FunctionType, name: str, compute: Callable[[], Any], valid: Callable[[Any], bool]) -> Any:
+    """A fact of a function's source text besides its digest: stored with it, else computed
+    (and stored with it from then on)."""
     source = _source(func)
-    stored = source.get("chains")
-    if isinstance(stored, dict) and all(
-        isinstance(chains, list) and all(isinstance(c, list) and all(isinstance(a, str) for a in c) for c in chains)
-        for chains in stored.values()
-    ):
-        return {name: [tuple(chain) for chain in chains] for name, chains in stored.items()}
-    chains = _attribute_chains(func.__code__, func)
-    source = {**source, "chains": {name: [list(chain) for chain in found] for name, found in chains.items()}}
-    _sources[func.__code__] = source
+    if name in source and valid(source[name]):
+        return source[name]
+    value = compute()
+    source = _sources[func.__code__] = {**source, name: value}
     code = func.__code__
     _remember_source(func, _facts.source_key(code.co_filename, code.co_firstlineno, code.co_qualname), source)
-    return chains
+    return value
 
 
 def _remember_source(func: types.FunctionType, key: str | None, value: dict[str, Any]) -> None:
