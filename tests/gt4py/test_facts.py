@@ -310,3 +310,26 @@ def test_stored_attribute_chains_still_read_the_module_values(tmp_path: pathlib.
     assert again["parsed"] == 0 and again["used"] == two["used"], again  # the chains came from the facts
     three = run(3.0)
     assert three["parsed"] == 0 and three["used"] == three["computed"] != two["used"], three
+
+
+def test_what_the_facts_file_holds_gives_the_content_key_parsing_gives(tmp_path: pathlib.Path) -> None:
+    """A function's global names and attribute chains read back from the facts file (JSON:
+    new string objects) serialize as those found by parsing its source: the same content key,
+    so the next process finds the stored fingerprint (and writes nothing)."""
+    from gtcache import examples, open_store
+    from gtcache.gt4py import definition
+
+    store = open_store(tmp_path / "store")
+    stage = examples.EXAMPLES["edge_diff"].program.definition_stage
+    definition._sources.clear()
+    _facts.use(store)
+    parsed = definition._content_key(stage)
+    _facts.flush()
+    definition._sources.clear()
+    _facts.use(store)  # read back from the file
+    assert _facts.active() is not None and _facts.active().sources, "the source facts were stored"  # type: ignore[union-attr]
+    try:
+        assert definition._content_key(stage) == parsed
+    finally:
+        _facts.use(None)
+        definition._sources.clear()

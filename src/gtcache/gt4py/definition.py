@@ -26,6 +26,7 @@ import ast
 import enum
 import functools
 import inspect
+import sys
 import textwrap
 import types
 from collections.abc import Callable
@@ -173,7 +174,7 @@ def _chains(func: types.FunctionType) -> dict[str, list[tuple[str, ...]]]:
     stored = _source_fact(func, "chains", compute, lambda value: isinstance(value, dict) and all(
         isinstance(chains, list) and all(_names(chain) for chain in chains) for chains in value.values()
     ))
-    return {name: [tuple(chain) for chain in chains] for name, chains in stored.items()}
+    return {sys.intern(name): [tuple(map(sys.intern, chain)) for chain in chains] for name, chains in stored.items()}
 
 
 def _global_names(func: types.FunctionType) -> list[str] | None:
@@ -181,7 +182,11 @@ def _global_names(func: types.FunctionType) -> list[str] | None:
     from its ``_source`` facts when they have them; None where gt4py finds them otherwise."""
     if not _compat.CLOSURE_FROM_SOURCE:
         return None
-    return _source_fact(func, "globals", lambda: _compat.closure_global_names(func.__code__), _names)  # type: ignore[no-any-return]
+    names = _source_fact(func, "globals", lambda: _compat.closure_global_names(func.__code__), _names)
+    # Interned, as the names in code are: ``content_bytes`` (pickle) writes a string seen before
+    # as a reference to it only when it is the same object, and the bytes must not differ
+    # between a name read from the facts file and the same name found by parsing.
+    return [sys.intern(name) for name in names]
 
 
 def _names(value: Any) -> bool:
