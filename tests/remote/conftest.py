@@ -51,8 +51,18 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+@pytest.fixture
+def redis_server(redis_session: str) -> str:
+    """``redis://127.0.0.1:PORT`` of this session's redis-server, its db emptied for each test
+    (the tests share one server, and entries of the same name have the same key)."""
+    import redis
+
+    redis.Redis.from_url(redis_session).flushdb()
+    return redis_session
+
+
 @pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def redis_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``redis://127.0.0.1:PORT`` of a redis-server of this session (no persistence)."""
     if REDIS is None:
         pytest.skip("redis-server is not installed (scripts/test-servers installs it)")
@@ -137,10 +147,7 @@ http {{
 def remote_url(request: pytest.FixtureRequest) -> str:
     """The base URL of an empty remote of each kind (a Redis db flushed, a WebDAV folder emptied)."""
     if request.param == "redis":
-        url: str = request.getfixturevalue("redis_server")
-        import redis
-
-        redis.Redis.from_url(url).flushdb()
+        url: str = request.getfixturevalue("redis_server")  # (emptied)
         return url
     base, folder = request.getfixturevalue("nginx_server")
     for child in folder.iterdir():

@@ -246,6 +246,9 @@ def test_interrupt_is_exit_130(store: pathlib.Path, figures: Any) -> None:
     proc = subprocess.Popen(
         [GTCACHE, "--cache-dir", str(store), "clear"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True,
+        # A shell starts a background job with SIGINT ignored, and Python keeps an ignored
+        # SIGINT ignored: the CLI gets the signal's default, as in a terminal.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.stdout is not None and proc.stderr is not None
     seen = ""
