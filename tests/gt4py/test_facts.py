@@ -211,6 +211,7 @@ print("RESULT " + json.dumps({"used": used, "source_read": read > 0, "warnings":
 """
 
 
+@pytest.mark.slow
 def test_a_stored_source_digest_is_used_only_while_its_file_is_unchanged(tmp_path: pathlib.Path) -> None:
     """A fresh process reads no source text for a function whose file is as the facts describe
     it; an edit of the same size (only the modification time tells) is read again."""
@@ -287,6 +288,7 @@ def op(a: Field[Dims[IDim], float64]) -> Field[Dims[IDim], float64]:
 '''
 
 
+@pytest.mark.slow
 def test_stored_attribute_chains_still_read_the_module_values(tmp_path: pathlib.Path) -> None:
     """What a function reads from a module (``consts.FACTOR``) and its global names are kept
     in the facts, not their values: a later process reads the values afresh, so a changed

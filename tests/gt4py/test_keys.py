@@ -47,6 +47,7 @@ def backend_fingerprints(**env: str) -> dict[str, str]:
     return json.loads(run_python(BACKEND_FP, env=env).strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_backend_config_is_stable_across_processes_and_cache_lifetimes() -> None:
     first = backend_fingerprints(GT4PY_BUILD_CACHE_LIFETIME="session")
     assert first == backend_fingerprints(GT4PY_BUILD_CACHE_LIFETIME="persistent")

@@ -192,6 +192,7 @@ def _control_errors(server: fakes.FakeServer, conn: socket.socket, command: list
     conn.sendall(fakes.HELLO_REPLY if command[0].upper() == b"HELLO" else CONTROL)
 
 
+@pytest.mark.slow
 def test_server_text_is_escaped_before_the_terminal(tmp_path: pathlib.Path) -> None:
     from tests.remote.helpers import gtcache_cli, model_run
 

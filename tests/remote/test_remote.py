@@ -213,6 +213,7 @@ def test_remote_that_is_down_is_skipped_with_one_warning(scheme: str, tmp_path: 
     assert len([w for w in run["warnings"] if "127.0.0.1" in w]) == 1, run["warnings"]
 
 
+@pytest.mark.slow
 def test_remote_without_key_or_trust_is_not_used(redis_server: str, tmp_path: pathlib.Path) -> None:
     run = model_run(tmp_path / "node", redis_server, tmp_path, key=None)
     assert [o["status"] for o in run["outcomes"]] == ["compiled"]

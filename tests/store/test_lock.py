@@ -83,6 +83,7 @@ def test_lock_files_of_other_hosts_count_until_they_go_stale(tmp_path: pathlib.P
     lock.release()
 
 
+@pytest.mark.slow
 def test_without_flock_auto_falls_back_to_lock_files(tmp_path: pathlib.Path, no_flock: dict[str, str]) -> None:
     path = tmp_path / "x.lock"
     proc, (state, used) = start_holder(path, "auto", env=no_flock)
