@@ -145,11 +145,7 @@ class Facts:
             self._report(f"the stored fingerprint of backend '{getattr(backend, 'name', '?')}' is {known!r},"
                          f" computing it gives {fingerprint!r}")
         if known is None:
-            with self._lock:
-                if len(self.backends) >= _MAX_BACKENDS:
-                    self.backends.pop(next(iter(self.backends)))
-                self.backends[key] = fingerprint
-            self._save()
+            self._put(self.backends, key, fingerprint, _MAX_BACKENDS)
         return fingerprint
 
     # -- definition fingerprints --------------------------------------------------------
@@ -162,19 +158,15 @@ class Facts:
         known = self.definitions.get(key)
         if known is not None and known != fingerprint:  # only when verifying
             self._report(f"the stored fingerprint of a definition is {known!r}, computing it gives {fingerprint!r}")
-        if known == fingerprint:
-            return
-        with self._lock:
-            if len(self.definitions) >= _MAX_DEFINITIONS:
-                self.definitions.pop(next(iter(self.definitions)))
-            self.definitions[key] = fingerprint
-        self._save()
+        if known != fingerprint:
+            self._put(self.definitions, key, fingerprint, _MAX_DEFINITIONS)
 
     # -- source texts -------------------------------------------------------------------
 
     def source(self, key: str) -> dict[str, Any] | None:
         """What is stored of the source text ``key`` names (see ``source_key``): its
-        ``digest``, and the attribute ``chains`` it reads when they were needed."""
+        ``digest``, and when they were needed the attribute ``chains`` it reads and the
+        ``globals`` gt4py finds in it (see ``definition.py``)."""
         value = None if self.verify else self.sources.get(key)
         return value if isinstance(value, dict) and isinstance(value.get("digest"), str) else None
 
@@ -183,13 +175,8 @@ class Facts:
         if known is not None and known.get("digest") != value.get("digest"):  # only when verifying
             self._report(f"the stored digest of a source text is {known.get('digest')!r},"
                          f" reading it gives {value.get('digest')!r}")
-        if known == value:
-            return
-        with self._lock:
-            if len(self.sources) >= _MAX_SOURCES:
-                self.sources.pop(next(iter(self.sources)))
-            self.sources[key] = value
-        self._save()
+        if known != value:
+            self._put(self.sources, key, value, _MAX_SOURCES)
 
     # -- installed versions -------------------------------------------------------------
 
@@ -212,6 +199,14 @@ class Facts:
             self._save()
 
     # -- the file -----------------------------------------------------------------------
+
+    def _put(self, table: dict[str, Any], key: str, value: Any, limit: int) -> None:
+        """Keep a new fact (the oldest of its kind out when there are ``limit``) and save."""
+        with self._lock:
+            if len(table) >= limit:
+                table.pop(next(iter(table)))
+            table[key] = value
+        self._save()
 
     def _save(self) -> None:
         """Write the file now if it was not written in the last ``_SAVE_EVERY`` seconds, else at
