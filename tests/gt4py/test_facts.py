@@ -335,3 +335,31 @@ def test_what_the_facts_file_holds_gives_the_content_key_parsing_gives(tmp_path:
     finally:
         _facts.use(None)
         definition._sources.clear()
+
+
+EDITED_WHILE_RUNNING = """
+import json, pathlib, sys
+import gtcache
+from gtcache.gt4py import _facts, definition
+
+sys.path.insert(0, sys.argv[2])
+import ops_for_facts
+
+source = pathlib.Path(ops_for_facts.__file__)
+source.write_text(source.read_text().replace("a * FACTOR", "a / FACTOR"))  # edited after the import
+_facts.use(gtcache.open_store(sys.argv[1]))
+definition.definition_fingerprint(ops_for_facts.op.definition_stage)
+_facts.flush()
+print("RESULT " + json.dumps(len(_facts.active().sources)))
+"""
+
+
+@pytest.mark.slow
+def test_a_source_edited_while_the_process_runs_is_not_described(tmp_path: pathlib.Path) -> None:
+    """What the process imported may differ from the file now: its text is not kept."""
+    store, code = tmp_path / "store", tmp_path / "code"
+    code.mkdir()
+    (code / "ops_for_facts.py").write_text(OPS.format(factor=2.0))
+    time.sleep(_facts._TOO_RECENT + 0.1)
+    out = run_python(EDITED_WHILE_RUNNING, str(store), str(code))
+    assert json.loads(next(line for line in out.splitlines() if line.startswith("RESULT ")).removeprefix("RESULT ")) == 0

@@ -57,6 +57,9 @@ _MAX_SOURCES = 8192
 #: A file changed less than this many seconds ago is not described in the facts: an edit in
 #: the same tick of the file system's clock, of the same size, would not show (ccache's rule).
 _TOO_RECENT = 2.0
+#: About when this process started (gtcache is imported at start-up, by its ``.pth`` hook): a
+#: file changed since may differ from what the process imported and gt4py read from it.
+_STARTED = time.time()
 #: At most one write of the file per this many seconds (and one at the end: ``flush``).
 _SAVE_EVERY = 2.0
 
@@ -249,7 +252,7 @@ def content_key(serialized: bytes, modules: frozenset[str]) -> str:
 def source_key(filename: str, first_line: int, name: str) -> str | None:
     """The key of a function's source text in the facts: its file's identity (device, inode,
     size, modification and change time), first line and qualified name; None when the file
-    cannot be stat'ed or changed in the last ``_TOO_RECENT`` seconds."""
+    cannot be stat'ed or changed after ``_TOO_RECENT`` seconds before this process started."""
     identity = _file_identity(filename)
     return None if identity is None else digest(canonical_bytes([filename, identity, first_line, name]))
 
@@ -267,7 +270,7 @@ def _file_identity(filename: str) -> list[int] | None:
     when absent or too recent."""
     if filename not in _file_identities:
         identity = _identity(filename)
-        if identity is not None and time.time() - max(identity[3], identity[4]) / 1e9 < _TOO_RECENT:
+        if identity is not None and max(identity[3], identity[4]) / 1e9 > _STARTED - _TOO_RECENT:
             identity = None
         _file_identities[filename] = identity
     return _file_identities[filename]
