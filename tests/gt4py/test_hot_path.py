@@ -23,7 +23,8 @@ CHILD = """
 import collections, json, os, sys
 
 WATCHED = ("diskcache", "sqlite3", "tomllib", "platformdirs")
-OURS = ("gtcache.policies", "gtcache.warm", "gtcache.store._diskcache", "gtcache.explain")
+OURS = ("gtcache.policies", "gtcache.warm", "gtcache.explain", "gtcache.store._diskcache", "gtcache.store._index",
+        "gtcache.store._catalog", "gtcache.store._scan", "gtcache.store._ledger", "gtcache.store._lock")
 
 
 def watched_modules():

@@ -11,20 +11,17 @@ import contextlib
 import json
 import os
 import pathlib
-import stat
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from gtcache.errors import AmbiguousKeyError, CorruptEntryError, EntryNotFoundError
 from gtcache.store import _files, _layout
 from gtcache.store._index import Index, IndexRow
 from gtcache.store._scan import EntryInfo, StoreScan
-from gtcache.store._trust import TrustPolicy
 
 if TYPE_CHECKING:
     from gtcache.store._store import IndexState, Store
 
-__all__ = ["check_index", "disk_keys", "resolve", "scan", "size_problem"]
+__all__ = ["check_index", "disk_keys", "resolve", "scan"]
 
 
 def scan(store: Store, index: Index, use_index: bool) -> StoreScan:
@@ -136,31 +133,7 @@ def _info(store: Store, key: str, row: IndexRow) -> EntryInfo:
     problem = row.problem
     if problem is None and row.record is not None:
         # Sizes change without touching entry.json (a truncated payload): check them here.
-        problem = size_problem(
+        problem = _files.size_problem(
             path, ((f["path"], f["size"]) for f in row.record.get("files", ())), store.trust
         )
     return EntryInfo.make(key=key, path=pathlib.Path(path), raw=row.record, problem=problem)
-
-
-def size_problem(
-    path: str | pathlib.Path, files: Iterable[tuple[str, int]], trust: TrustPolicy | None = None
-) -> str | None:
-    """Why the payload files ``(name, size)`` in ``path`` are not as recorded (or, with
-    ``trust``, may have been written by someone untrusted), or None.
-
-    Runs per entry on every scan and lookup: f-strings and one ``os.lstat`` per file, no
-    pathlib objects. Only regular files count: a symlink, FIFO or device is a problem.
-    """
-    for name, expected in files:
-        try:
-            info = os.lstat(f"{path}/{name}")
-        except OSError:
-            return f"file '{name}' is missing."
-        if not stat.S_ISREG(info.st_mode):
-            return f"file '{name}' is not a regular file."
-        size = info.st_size
-        if trust is not None and (problem := trust.file_problem(name, info)):
-            return problem
-        if size != expected:
-            return f"file '{name}' has {size} bytes, not {expected}."
-    return None

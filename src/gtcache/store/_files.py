@@ -9,8 +9,13 @@ import pathlib
 import shutil
 import stat
 import uuid
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import xxhash
+
+if TYPE_CHECKING:
+    from gtcache.store._trust import TrustPolicy
 
 __all__ = [
     "NotARegularFileError",
@@ -21,6 +26,7 @@ __all__ = [
     "read_regular",
     "remove_tree",
     "replace_text_at",
+    "size_problem",
     "unique_name",
     "write_durably",
 ]
@@ -189,3 +195,27 @@ def remove_tree(path: str | os.PathLike[str], *, dir_fd: int | None = None) -> N
     else:
         with contextlib.suppress(OSError):
             os.unlink(path, dir_fd=dir_fd)
+
+
+def size_problem(
+    path: str | pathlib.Path, files: Iterable[tuple[str, int]], trust: TrustPolicy | None = None
+) -> str | None:
+    """Why the payload files ``(name, size)`` in ``path`` are not as recorded (or, with
+    ``trust``, may have been written by someone untrusted), or None.
+
+    Runs per entry on every scan and lookup: f-strings and one ``os.lstat`` per file, no
+    pathlib objects. Only regular files count: a symlink, FIFO or device is a problem.
+    """
+    for name, expected in files:
+        try:
+            info = os.lstat(f"{path}/{name}")
+        except OSError:
+            return f"file '{name}' is missing."
+        if not stat.S_ISREG(info.st_mode):
+            return f"file '{name}' is not a regular file."
+        size = info.st_size
+        if trust is not None and (problem := trust.file_problem(name, info)):
+            return problem
+        if size != expected:
+            return f"file '{name}' has {size} bytes, not {expected}."
+    return None

@@ -20,7 +20,7 @@ import os
 import pathlib
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from gtcache._version import __version__
 from gtcache.errors import (
@@ -28,12 +28,16 @@ from gtcache.errors import (
     EntryNotFoundError,
     GtcacheError,
 )
-from gtcache.store import _catalog, _files, _layout, _ledger
-from gtcache.store._index import Index
-from gtcache.store._lock import StoreLock
+from gtcache.store import _files, _layout
 from gtcache.store._record import EntryRecord, FileRecord, now_iso
-from gtcache.store._scan import EntryInfo, StoreScan
 from gtcache.store._trust import StoreModes, TrustPolicy
+
+if TYPE_CHECKING:  # what only listing and maintenance use is imported when they run (a hit
+    # imports none of it: tests/gt4py/test_hot_path.py)
+    from gtcache.store._index import Index
+    from gtcache.store._ledger import LedgerTotals
+    from gtcache.store._lock import StoreLock
+    from gtcache.store._scan import EntryInfo, StoreScan
 
 __all__ = ["Entry", "EntryDraft", "Store"]
 
@@ -91,9 +95,7 @@ class Store:
         self.trust_problem = trust_problem
         #: Permission bits of what this store creates: the root's (group-shared stores).
         self.modes = modes or StoreModes()
-        self._index = Index(
-            self.index_dir, store_root=root, mode=self.modes.folder if self.modes.shared else 0o700
-        )
+        self._index_handle: Index | None = None
         #: The fixed folders that are not real folders, checked once (``unsafe_folders``).
         self._unsafe: tuple[tuple[pathlib.Path, str], ...] | None = None
 
@@ -101,7 +103,19 @@ class Store:
         return f"Store({str(self.root)!r}, read_only={self.read_only})"
 
     def close(self) -> None:
-        self._index.close()
+        if self._index_handle is not None:
+            self._index_handle.close()
+
+    @property
+    def _index(self) -> Index:
+        """The index (a hint, never read by a lookup), made when first used."""
+        if self._index_handle is None:
+            from gtcache.store._index import Index
+
+            self._index_handle = Index(
+                self.index_dir, store_root=self.root, mode=self.modes.folder if self.modes.shared else 0o700
+            )
+        return self._index_handle
 
     # -- lookup -------------------------------------------------------------------------
 
@@ -135,7 +149,7 @@ class Store:
             raise CorruptEntryError(key, str(error)) from None
         if record.key != key:
             raise CorruptEntryError(key, f"its record names key '{record.key}'.")
-        if problem := _catalog.size_problem(path, ((f.path, f.size) for f in record.files), self.trust):
+        if problem := _files.size_problem(path, ((f.path, f.size) for f in record.files), self.trust):
             if not (path / _layout.ENTRY_FILE).exists():
                 return None  # removed (renamed away whole) while we looked: absent, not broken
             raise CorruptEntryError(key, problem)
@@ -352,6 +366,8 @@ class Store:
 
     def clear(self) -> int:
         """Remove every entry folder, the index and what ``quarantine/`` holds; return the bytes freed."""
+        from gtcache.store import _catalog
+
         self._require_writable()
         keys = [key for key, _ in _catalog.disk_keys(self)]
         freed = self.remove(keys)
@@ -434,6 +450,8 @@ class Store:
         ``use_index=False`` reads every ``entry.json`` and never opens the index
         (what a model run does: it must not touch SQLite on a shared file system).
         """
+        from gtcache.store import _catalog
+
         # A scan allocates a few objects per entry and frees none of them: the cyclic
         # garbage collector would rescan the growing heap again and again (superlinear).
         gc_was_enabled = gc.isenabled()
@@ -452,6 +470,8 @@ class Store:
         text rows, never read: ``index_foreign_rows`` says how many; rebuild to clear);
         "unavailable" (read-only or unwritable).
         """
+        from gtcache.store import _catalog
+
         return _catalog.check_index(self, self._index)
 
     @property
@@ -477,6 +497,8 @@ class Store:
 
     def usage(self) -> tuple[int, int, int]:
         """(entries, bytes, files) from the folders alone: no record is parsed, no index read."""
+        from gtcache.store import _catalog
+
         entries = size = files = 0
         for key, _ in _catalog.disk_keys(self):
             entries += 1
@@ -491,22 +513,32 @@ class Store:
 
     def record_run(self, summary: Mapping[str, Any]) -> None:
         """Add one process run's summary to the ledger (nothing on a read-only store)."""
+        from gtcache.store import _ledger
+
         if not self.read_only:
             self._require_writable()
             _ledger.write_run(self.root, summary, self.modes)
 
-    def ledger(self) -> _ledger.LedgerTotals:
+    def ledger(self) -> LedgerTotals:
+        from gtcache.store import _ledger
+
         return _ledger.totals(self.root)
 
     def ledger_runs(self) -> list[dict[str, Any]]:
+        from gtcache.store import _ledger
+
         return _ledger.read_runs(self.root)[0]
 
     def zero_ledger(self) -> int:
+        from gtcache.store import _ledger
+
         self._require_writable()
         return _ledger.zero(self.root, self.modes)
 
     def ledger_zeroed(self) -> str | None:
         """When ``zero_ledger`` (``gtcache stats --zero``) last ran, ISO 8601; None if never."""
+        from gtcache.store import _ledger
+
         return _ledger.zeroed(self.root)
 
     def rebuild_index(self) -> StoreScan:
@@ -518,10 +550,14 @@ class Store:
 
     def resolve(self, query: str, scan: StoreScan | None = None) -> tuple[EntryInfo, ...]:
         """Entries matching a full key, a unique key prefix (>= 4 digits) or a program name."""
+        from gtcache.store import _catalog
+
         return _catalog.resolve(scan if scan is not None else self.scan(), query)
 
     def lock(self, name: str, method: str = "auto") -> StoreLock:
         """The inter-process lock ``name`` of this store (``locks/<name>.lock``, see ``_lock.py``)."""
+        from gtcache.store._lock import StoreLock
+
         self._require_writable()
         folder = self.root / _layout.LOCKS_DIR
         self.modes.make_folder(folder)
