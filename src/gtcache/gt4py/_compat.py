@@ -25,7 +25,7 @@ import io
 import pickle
 import types
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import gt4py
 from gt4py._core import definitions as core_defs
@@ -107,8 +107,7 @@ def artifact_kind(artifact: object) -> str | None:
     return None
 
 
-@dataclasses.dataclass(frozen=True)
-class BackendName:
+class BackendName(NamedTuple):  # a table row (not a data class: cheaper to create at import)
     """Where gt4py defines a backend (imported on first use: dace is slow to import) and the
     ``name`` the backend object has (how a program's own backend is named back)."""
 
