@@ -381,3 +381,26 @@ def test_the_cli_lists_an_untrusted_store_with_a_warning_and_refuses_to_import(
         refused = subprocess.run([*GTCACHE_CLI, *command], capture_output=True, text=True, env=env)
         assert refused.returncode == 1 and refused.stderr.startswith("Error: Store"), (command, refused.stderr)
     assert files(store_copy) == before
+
+
+def test_a_trusted_folder_is_checked_without_name_look_ups(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Owner checks run at every opening; user and group names (which may go to LDAP) are
+    looked up only to word a problem, never for a trusted folder, a sticky /tmp included."""
+    from gtcache.store import _trust
+
+    def no_look_up(_id: int) -> Any:
+        raise AssertionError("a name was looked up")
+
+    monkeypatch.setattr(_trust.pwd, "getpwuid", no_look_up)
+    monkeypatch.setattr(_trust.grp, "getgrgid", no_look_up)
+    policy = TrustPolicy.from_ids((), ())
+    sticky, private = tmp_path / "sticky", tmp_path / "private"
+    sticky.mkdir(mode=0o755)
+    private.mkdir(mode=0o755)
+    os.chmod(sticky, 0o1777)
+    assert policy.problem(sticky, os.stat(sticky), sticky_ok=True) is None
+    assert policy.problem(private, os.stat(private)) is None
+    with pytest.raises(AssertionError, match="looked up"):  # as the store itself, /tmp's mode is a problem
+        policy.problem(sticky, os.stat(sticky))

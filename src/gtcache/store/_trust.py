@@ -112,8 +112,10 @@ class TrustPolicy:
         if self.anyone:
             return None
         owner, mode = st.st_uid, st.st_mode
-        if owner in self._trusted and not mode & (_WRITE_GROUP | _WRITE_OTHER):
-            return None  # the fast path: no name look-ups (they may go to LDAP)
+        if owner in self._trusted and (
+            not mode & (_WRITE_GROUP | _WRITE_OTHER) or (sticky_ok and mode & stat.S_ISVTX and stat.S_ISDIR(mode))
+        ):
+            return None  # the fast path (a store under /tmp too): no name look-ups (they may go to LDAP)
         found = f"owner '{_user_name(owner)}', group '{_group_name(st.st_gid)}', mode {stat.filemode(mode)}"
         if not self.trusts_user(owner):
             return (
