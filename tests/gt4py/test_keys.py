@@ -35,6 +35,19 @@ def test_connectivity_types_see_max_neighbours_and_skip_values(other: dict) -> N
     assert _compat.offset_provider_type(connectivity(10, 2)) != _compat.offset_provider_type(other)
 
 
+def test_connectivity_types_are_what_gt4py_makes_of_the_offset_provider() -> None:
+    """The fast path (no protocol check for gt4py's own classes) describes what gt4py's
+    ``offset_provider_to_type`` gives: connectivity fields, dimensions (cartesian offsets)
+    and connectivity types (an offset provider type) alike."""
+    from gt4py.next import common
+
+    table = connectivity(10, 2)["E2V"]
+    provider = {"E2V": table, "Ioff": Edge, "V2E": table.__gt_type__(), "K": gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)}
+    expected = {name: _compat._describe_type(value) for name, value in common.offset_provider_to_type(provider).items()}
+    assert _compat.offset_provider_type(provider) == expected
+    assert "NeighborConnectivityType" in expected["E2V"] and expected["E2V"] == expected["V2E"]
+
+
 BACKEND_FP = """
 import json
 from gtcache.examples import backend_by_name

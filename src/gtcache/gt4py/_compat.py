@@ -261,6 +261,8 @@ class _ContentPickler(pickle.Pickler):
     def __init__(self, stream: io.BytesIO, overrides: Mapping[type, Callable[[Any], Reduction]]):
         super().__init__(stream, protocol=2)
         self.overrides = overrides
+        #: Per class, the override its instances take (None: none), found along its MRO once.
+        self._override_of: dict[type, Callable[[Any], Reduction] | None] = {}
         self.modules: set[str] = set()
 
     def reducer_override(self, obj: Any) -> Any:
@@ -268,9 +270,13 @@ class _ContentPickler(pickle.Pickler):
             return NotImplemented
         cls = type(obj)
         if self.overrides:
-            for base in cls.__mro__:
-                if base in self.overrides:
-                    return self.overrides[base](obj)
+            override = self._override_of.get(cls, _UNPLANNED)
+            if override is _UNPLANNED:
+                override = self._override_of[cls] = next(
+                    (self.overrides[base] for base in cls.__mro__ if base in self.overrides), None
+                )
+            if override is not None:
+                return override(obj)
         if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
             _REFERENCE(obj, True)  # TypeError where gt4py refuses the reference
             return NotImplemented  # pickled by reference (pickle checks the name resolves too)
@@ -360,9 +366,25 @@ CLOSURE_FROM_SOURCE = _GLOBAL_NAMES_OF_CODE is not None
 def offset_provider_type(offset_provider: Any) -> dict[str, str]:
     """Readable connectivity *types* (never table contents or object ids), by offset name."""
     result = {}
-    for name, value in common.offset_provider_to_type(offset_provider).items():
-        result[name] = _describe_type(value)
+    for name, value in offset_provider.items():
+        result[name] = _describe_type(_offset_type(value))
     return result
+
+
+def _offset_type(value: Any) -> Any:
+    """``common.offset_provider_to_type`` of one value. Its ``isinstance(value, Connectivity)``
+    is a runtime protocol check (every member looked up, each call: 0.1 ms); a class that
+    inherits ``Connectivity`` (gt4py's own connectivity fields) and a ``Dimension`` are
+    answered without it, with what the check would say."""
+    cls = type(value)
+    if cls is common.Dimension:
+        return value
+    if _CONNECTIVITY in cls.__mro__ or isinstance(value, _CONNECTIVITY):
+        return value.__gt_type__()
+    return value
+
+
+_CONNECTIVITY: Any = common.Connectivity
 
 
 def _describe_type(value: Any) -> str:
