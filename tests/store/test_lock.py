@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from gtcache.store._lock import STALE, StoreLock
+from gtcache.store._lock import STALE, StoreLock, _judge_stale
 from tests.helpers import run_python
 
 #: Holds a lock (argv: path, method) until stdin closes, printing what it got.
@@ -133,7 +133,7 @@ def test_two_contenders_judging_one_stale_lock_end_with_one_holder(tmp_path: pat
     path = tmp_path / "x.lock"
     _stale_lock_file(path)
     a, b = StoreLock(path, "files"), StoreLock(path, "files")
-    judged = b._judge_stale()
+    judged = _judge_stale(path)
     assert judged is not None, "B finds the lock stale"
     assert not a.acquire(0), "A's first try takes the stale file over"
     assert a.acquire(0), "A's second try creates its own"
@@ -175,6 +175,50 @@ def test_many_threads_on_one_stale_lock_never_hold_it_together(tmp_path: pathlib
         thread.join()
     assert (most, got) == (1, 8), "one holder at a time, and every contender got its turn"
     assert not path.exists() and not list(tmp_path.glob("*.stale-*")) and not list(tmp_path.glob(".clock-*"))
+    assert not list(tmp_path.glob("*.break"))
+
+
+def test_a_takeover_under_way_is_not_raced_by_another(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The interleaving once seen with eight threads under load: B checks that the path still
+    # names the stale file it judged; A then takes that file over and creates its lock; B's
+    # rename moves A's fresh lock aside by mistake, and D creates the lock before B can link
+    # A's back: A and D both held it. Takeovers one at a time leave A nothing to take over.
+    path = tmp_path / "x.lock"
+    _stale_lock_file(path)
+    a, b, d = (StoreLock(path, "files") for _ in range(3))
+    judged = _judge_stale(path)
+    assert judged is not None
+    real_rename, real_link = os.rename, os.link
+    holders: list[StoreLock] = []
+
+    def rename(src: object, dst: object) -> None:
+        monkeypatch.setattr(os, "rename", real_rename)  # B's rename: A acts just before it
+        holders.extend(lock for lock in (a, a) if lock.acquire(0))
+        real_rename(src, dst)
+
+    def link(src: object, dst: object) -> None:  # B puts back what it moved by mistake
+        holders.extend(lock for lock in (d,) if lock.acquire(0))
+        real_link(src, dst)
+
+    monkeypatch.setattr(os, "rename", rename)
+    monkeypatch.setattr(os, "link", link)
+    b._take_over(judged)
+    monkeypatch.undo()
+    assert holders == [], "A neither took the stale lock over nor created its own meanwhile"
+    assert not path.exists(), "B removed the stale lock"
+    assert d.acquire(0) and not a.acquire(0) and not b.acquire(0), "then one holder"
+    d.release()
+    assert not list(tmp_path.iterdir()), "no break file nor file moved aside is left"
+
+
+def test_a_break_file_of_a_dead_contender_is_removed(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "x.lock"
+    _stale_lock_file(path)
+    _stale_lock_file(tmp_path / "x.lock.break")  # a contender died while taking the lock over
+    lock = StoreLock(path, "files")
+    assert lock.acquire(timeout=2), "the break file, then the stale lock, are removed"
+    lock.release()
+    assert not list(tmp_path.iterdir())
 
 
 def test_a_lock_is_judged_by_the_file_systems_clock_not_this_hosts(

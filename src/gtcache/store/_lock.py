@@ -27,13 +27,19 @@ not this host's: a new probe file's modification time (set by the file server
 on NFS) minus the lock's (set by its holder's refreshes, through the same
 server), so a holder on a host whose clock is off is not judged by it. The
 contender remembers which file it judged stale (inode, modification time and
-holder: file systems reuse a freed inode at once), checks again that the path
-still names that file, renames it aside and checks what it moved: only the
-judged file is removed; a fresh lock moved by mistake (its holder
-released and another took the lock in between) is linked back. Two contenders
-judging one stale lock thus end with one holder; a third creating the lock in
-the microseconds a mistaken move lasts is the one case where two hold it, and
-no harm comes of that (the work is done twice).
+holder: file systems reuse a freed inode at once). Contenders take over one at
+a time: each first creates ``<name>.lock.break`` (with ``O_EXCL``; removed when
+done), checks again that the path still names the judged file and renames it
+aside. While the stale file is there no lock can be created, so nothing else
+changes what the path names meanwhile, and many contenders judging one stale
+lock end with one holder. (Without the break file, one contender could move
+aside the fresh lock of another's takeover, and a third create the lock before
+it was put back.) What was moved is checked once more: anything but the judged
+file is linked back. A break file left by a contender that died is stale as a
+lock file is, and removed the same way. Two hold the lock only if a live holder
+is judged stale (not refreshed for ``STALE`` seconds), or two contenders remove
+a dead contender's break file at once; no harm comes of that (the work is done
+twice).
 
 Lock files get the store's file mode (``Store.modes``): group-writable in a
 group-shared store, so that its members can lock and take over each other's locks.
@@ -165,15 +171,15 @@ class StoreLock:
 
     def _try_file(self) -> bool:
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, self.mode)
+            fd = os.open(self.path, _CREATE, self.mode)
         except FileExistsError:
-            stale = self._judge_stale()
+            stale = _judge_stale(self.path)
             if stale is not None:
                 self._take_over(stale)
             return False
         try:
             os.fchmod(fd, self.mode)
-            os.write(fd, f"{os.getpid()} {_HOST}\n".encode())
+            os.write(fd, _holder())
             self._ino = os.fstat(fd).st_ino
         finally:
             os.close(fd)
@@ -184,46 +190,29 @@ class StoreLock:
         self._heartbeat = beat
         return True
 
-    def _judge_stale(self) -> _Identity | None:
-        """Who the lock file is, if it is stale (its holder and age read from one open file)."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-        except OSError:  # released meanwhile: the next try may get it
-            return None
-        try:
-            st = os.fstat(fd)
-            holder = os.read(fd, 256).decode("utf-8", errors="replace")
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
-        if not _stale(holder, lock_age(st.st_mtime, fs_now(self.path.parent))):
-            return None
-        return st.st_ino, st.st_mtime_ns, holder
-
     def _take_over(self, stale: _Identity) -> None:
         """Remove the lock file if it is still the one judged ``stale``; never a fresh lock."""
+        # One contender at a time, holding the break file (see the module docstring).
+        breaking = self.path.with_name(f"{self.path.name}.break")
         try:
-            st = os.stat(self.path, follow_symlinks=False)
-        except OSError:
+            fd = os.open(breaking, _CREATE, self.mode)
+        except FileExistsError:  # another contender is at it, or died at it
+            other = _judge_stale(breaking)
+            if other is not None:
+                _remove_if_still(breaking, other)
             return
-        if (st.st_ino, st.st_mtime_ns) != stale[:2]:
-            return  # a contender took it over first
-        # Between that check and the rename its holder may release and another take the
-        # lock: move it aside, and put back what turns out to be someone else's lock.
-        aside = self.path.with_name(f"{self.path.name}.stale-{os.getpid()}-{threading.get_ident()}")
-        try:
-            os.rename(self.path, aside)
         except OSError:
             return
         try:
-            if _identity(aside) != stale:
-                os.link(aside, self.path)  # a live lock: put it back unless taken again
-        except OSError:
-            pass
+            try:
+                os.fchmod(fd, self.mode)
+                os.write(fd, _holder())
+            finally:
+                os.close(fd)
+            _remove_if_still(self.path, stale)
         finally:
             try:
-                os.unlink(aside)
+                os.unlink(breaking)
             except OSError:
                 pass
 
@@ -231,6 +220,51 @@ class StoreLock:
 #: What tells two lock files at one path apart: inode (reused at once by many file
 #: systems), modification time (refreshed by a live holder) and holder ("pid host").
 _Identity = tuple[int, int, str]
+
+
+#: Flags that create a lock file (or break file) only if none is there.
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+
+
+def _holder() -> bytes:
+    return f"{os.getpid()} {_HOST}\n".encode()
+
+
+def _judge_stale(path: pathlib.Path) -> _Identity | None:
+    """Who the lock file at ``path`` is, if it is stale (its holder and age read from one open file)."""
+    try:
+        ino, mtime_ns, holder = _identity(path)
+    except OSError:  # released meanwhile: the next try may get it
+        return None
+    if not _stale(holder, lock_age(mtime_ns / 1e9, fs_now(path.parent))):
+        return None
+    return ino, mtime_ns, holder
+
+
+def _remove_if_still(path: pathlib.Path, stale: _Identity) -> None:
+    """Remove the file at ``path`` if it is still the one judged ``stale``."""
+    try:
+        if _identity(path) != stale:
+            return  # a contender took it over first
+    except OSError:
+        return
+    # Should the path name another file by now (see the module docstring for when),
+    # the rename moves that one: put it back.
+    aside = path.with_name(f"{path.name}.stale-{os.getpid()}-{threading.get_ident()}")
+    try:
+        os.rename(path, aside)
+    except OSError:
+        return
+    try:
+        if _identity(aside) != stale:
+            os.link(aside, path)  # a live lock: put it back unless taken again
+    except OSError:
+        pass
+    finally:
+        try:
+            os.unlink(aside)
+        except OSError:
+            pass
 
 
 def _identity(path: pathlib.Path) -> _Identity:
