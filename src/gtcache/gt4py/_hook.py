@@ -139,8 +139,7 @@ class HookConfig:
     wait: float = 600.0
 
 
-@dataclasses.dataclass(frozen=True)
-class HookStores:
+class HookStores(NamedTuple):
     """What a hook serves from, once opened."""
 
     store: Store | None

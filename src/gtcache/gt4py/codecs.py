@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 from collections.abc import Callable, Collection, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from gtcache.errors import CorruptEntryError, UnsupportedArtifactError
 from gtcache.gt4py import _compat
@@ -35,9 +35,8 @@ _SDFG_FILE = "program.sdfg.json"
 _ROUNDTRIP_FILE = "program.py"
 
 
-@dataclasses.dataclass(frozen=True)
-class EncodedArtifact:
-    """An artifact as the store keeps it."""
+class EncodedArtifact(NamedTuple):
+    """An artifact as the store keeps it (a NamedTuple: created at import, cheaply)."""
 
     #: ``{"kind": ..., "fields": {...}}``: the ``artifact`` field of ``entry.json``.
     description: Mapping[str, Any]
