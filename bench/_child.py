@@ -3,6 +3,8 @@
     python -O bench/_child.py compile PROGRAM BACKEND
     python -O bench/_child.py floor PROGRAM BACKEND STORE KEY
     python -O bench/_child.py many BACKEND COUNT
+    python -O bench/_child.py parts PROGRAM BACKEND
+    python -O bench/_child.py install STORE
 
 Times are taken inside the process, around ``Program.compile`` +
 ``wait_for_compilation`` (icon4py's set-up pattern): interpreter start-up and
@@ -41,7 +43,8 @@ def report(**data: Any) -> None:
     print("RESULT " + json.dumps(data))
 
 
-def compile_one(name: str, backend_name: str) -> None:
+def compile_one(name: str, backend_name: str, spent: dict[str, float] | None = None) -> None:
+    """The first call; with ``spent`` (seconds by step, filled by ``parts``' wrappers), those too."""
     from gt4py.next.otf import compiled_program
 
     from gtcache import examples
@@ -51,7 +54,11 @@ def compile_one(name: str, backend_name: str) -> None:
     start = time.perf_counter()
     bound.compile(offset_provider=offset_provider)
     compiled_program.wait_for_compilation()
-    report(ms=(time.perf_counter() - start) * 1e3)
+    ms = (time.perf_counter() - start) * 1e3
+    if spent is None:
+        report(ms=ms)
+    else:
+        report(ms=ms, parts={label: spent[label] * 1e3 for label in PARTS})
 
 
 def floor(name: str, backend_name: str, store_path: str, key: str) -> None:
@@ -69,6 +76,65 @@ def floor(name: str, backend_name: str, store_path: str, key: str) -> None:
     start = time.perf_counter()
     backend.load_artifact(artifact)
     report(ms=(time.perf_counter() - start) * 1e3)
+
+
+#: The steps of a hit that ``parts`` times: label -> (module or class, attribute).
+PARTS = {
+    "opening the store": ("gtcache.gt4py._hook:Hook", "_open"),
+    "the facts file": ("gtcache.gt4py._hook:Hook", "_use_facts"),
+    "definition fingerprint": ("gtcache.gt4py.ingredients", "definition_fingerprint"),
+    "backend configuration": ("gtcache.gt4py.ingredients", "_backend_config"),
+    "connectivity types": ("gtcache.gt4py._compat", "offset_provider_type"),
+    "toolchain facts": ("gtcache.toolchain", "toolchain_facts"),
+    "direct link": ("gtcache.store._store:Store", "build_key_of"),
+    "entry.json": ("gtcache.store._store:Store", "lookup"),
+    "payload checksums": ("gtcache.store._store:Store", "verify_payload"),
+}
+
+
+def parts(name: str, backend_name: str) -> None:
+    """``compile`` with the steps of the hit (``PARTS``) timed by wrappers: where its own share goes."""
+    import collections
+    import functools
+    import importlib
+
+    spent: dict[str, float] = collections.defaultdict(float)
+
+    def timed(label: str, function: Any) -> Any:
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[label] += time.perf_counter() - start
+        return wrapper
+
+    for label, (where, attribute) in PARTS.items():
+        module_name, _, class_name = where.partition(":")
+        owner = importlib.import_module(module_name)
+        owner = getattr(owner, class_name) if class_name else owner
+        setattr(owner, attribute, timed(label, getattr(owner, attribute)))
+    compile_one(name, backend_name, spent)
+
+
+def install(store: str) -> None:
+    """What installing the hook adds to ``import gt4py.next``, in-process: gt4py imported with
+    the hook off, then gtcache's start-up module with ``GTCACHE_DIR`` set, which installs it
+    (its imports, the settings, the hook; the store is opened at the first compile)."""
+    import os
+
+    import gt4py.next  # noqa: F401
+
+    assert "gtcache.gt4py" not in sys.modules, "the hook was armed before gt4py was imported"
+    os.environ["GTCACHE_DIR"] = store
+    start = time.perf_counter()
+    import gtcache._autoload  # noqa: F401
+    ms = (time.perf_counter() - start) * 1e3
+    from gtcache.gt4py import active_hook
+
+    assert active_hook() is not None, "the hook did not install"
+    print("RESULT " + json.dumps({"ms": ms}))
 
 
 def many(backend_name: str, count: int) -> None:
@@ -91,6 +157,10 @@ if __name__ == "__main__":
         compile_one(*args)
     elif mode == "floor":
         floor(*args)
+    elif mode == "install":
+        install(*args)
+    elif mode == "parts":
+        parts(*args)
     elif mode == "many":
         many(args[0], int(args[1]))
     else:
