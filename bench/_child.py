@@ -13,7 +13,6 @@ imports are the same for every mode and are not part of a program's latency.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import pathlib
 import sys
@@ -39,7 +38,9 @@ def report(**data: Any) -> None:
 
     hook = active_hook()
     if hook is not None:
-        data["outcomes"] = [dataclasses.asdict(o) for o in hook.outcomes]
+        from gtcache._frozen import asdict
+
+        data["outcomes"] = [asdict(o) for o in hook.outcomes]
     print("RESULT " + json.dumps(data))
 
 

@@ -226,7 +226,8 @@ def main():
         from gtcache.gt4py import active_hook
         hook = active_hook()
         report["counts"] = dict(hook.counts) if hook else None
-        report["outcomes"] = [dataclasses.asdict(o) for o in hook.outcomes] if hook else []
+        from gtcache._frozen import asdict
+        report["outcomes"] = [asdict(o) for o in hook.outcomes] if hook else []
     else:
         report["counts"] = None
     print("REPORT " + json.dumps(report))

@@ -3,7 +3,6 @@ entries; hostile bundles refused, nothing written. The attacks proper: tests/sec
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import io
 import json
@@ -14,6 +13,7 @@ import tarfile
 import pytest
 
 import gtcache
+from gtcache._frozen import replace
 from gtcache.bundle import BundleError, export_bundle, import_bundle, read_bundle, write_bundle
 from tests.conftest import SIZE, CompiledStore
 from tests.helpers import load_in_fresh_process
@@ -174,7 +174,7 @@ def test_cli_import_splits_exactly_on_the_toolchain(tmp_path: pathlib.Path) -> N
     store = gtcache.open_store(tmp_path / "src")
     ours = publish(store, "ours", payload=b"print('ours')\n")
     foreign = draft("foreign")
-    foreign = dataclasses.replace(foreign, toolchain={**foreign.toolchain, "gt4py": "0.0.1"})
+    foreign = replace(foreign, toolchain={**foreign.toolchain, "gt4py": "0.0.1"})
     theirs = store.publish(foreign, {"program.py": b"print('theirs')\n"})
     path = tmp_path / "mixed.tar.gz"
     export_bundle(store, store.scan().entries, path)

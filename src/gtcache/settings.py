@@ -8,12 +8,12 @@ CLI's ``main``, ``install()``, the start-up hook, a warm worker, the demo.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import pathlib
 import re
 from collections.abc import Callable, Mapping
 
+from gtcache._frozen import Frozen, field
 from gtcache import _env
 from gtcache.errors import GtcacheError
 
@@ -53,8 +53,7 @@ LOCKING_METHODS = ("auto", "flock", "files")
 LOG_LEVELS = ("debug", "info", "warning")
 
 
-@dataclasses.dataclass(frozen=True)
-class Settings:
+class Settings(Frozen):
     """Where the store and its index live, and how the gt4py hook behaves."""
 
     cache_dir: pathlib.Path
@@ -96,7 +95,7 @@ class Settings:
     #: ``GTCACHE_BUNDLE_KEY``, ``GTCACHE_BUNDLE_REQUIRE_SIGNED`` and ``SOURCE_DATE_EPOCH`` as
     #: given: checked only by the bundle commands (``bundle_trust()``, ``bundle_mtime()``), so
     #: that a bad one stops ``gtcache export``, not every command.
-    bundle_key: str | None = dataclasses.field(default=None, repr=False)
+    bundle_key: str | None = field(default=None, repr=False)
     bundle_require_signed: str = ""
     source_date_epoch: str = ""
     #: ``GTCACHE_CUDA_ARCH`` / ``GTCACHE_HIP_ARCH`` as given (None: unset); ``declared_gpu_arch``.
@@ -104,16 +103,16 @@ class Settings:
     hip_arch: str | None = None
     #: ``GTCACHE_REMOTE``: remote tier URLs, tried in order after the stores (separated by
     #: spaces or commas; parsed by ``gtcache.remote.parse_remote``). Hidden: they may hold passwords.
-    remotes: tuple[str, ...] = dataclasses.field(default=(), repr=False)
+    remotes: tuple[str, ...] = field(default=(), repr=False)
     #: Whether ``remotes`` were given (``GTCACHE_REMOTE`` set, even empty, or
     #: ``install(remote=...)``): then they win over ``[remote]`` in the store's ``gtcache.toml``
     #: (``gtcache.policies.remote_urls`` decides).
     remotes_given: bool = False
     #: ``GTCACHE_REMOTE_TOKEN`` (HTTP bearer token) and ``GTCACHE_REMOTE_USER`` /
     #: ``GTCACHE_REMOTE_PASSWORD`` (HTTP basic auth, or the Redis login): never shown.
-    remote_token: str | None = dataclasses.field(default=None, repr=False)
-    remote_user: str | None = dataclasses.field(default=None, repr=False)
-    remote_password: str | None = dataclasses.field(default=None, repr=False)
+    remote_token: str | None = field(default=None, repr=False)
+    remote_user: str | None = field(default=None, repr=False)
+    remote_password: str | None = field(default=None, repr=False)
 
     def bundle_trust(self) -> BundleTrust:
         """The bundle key and signature demand (``GtcacheError`` for a bad one, see ``BundleTrust``)."""
@@ -210,12 +209,11 @@ def declared_gpu_arch(device_type: str, env: Mapping[str, str] | None = None) ->
     return value or None
 
 
-@dataclasses.dataclass(frozen=True)
-class BundleTrust:
+class BundleTrust(Frozen):
     """What ``gtcache export`` / ``import`` sign bundles with and demand of them."""
 
     #: ``GTCACHE_BUNDLE_KEY`` as bytes; ``None`` when unset. Never shown (``repr`` hides it).
-    key: bytes | None = dataclasses.field(default=None, repr=False)
+    key: bytes | None = field(default=None, repr=False)
     #: Refuse unsigned bundles (``GTCACHE_BUNDLE_REQUIRE_SIGNED=1``; a set key implies it).
     require_signed: bool = False
 

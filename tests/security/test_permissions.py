@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 import gtcache
+from gtcache._frozen import replace
 from gtcache.store import TrustPolicy
 from tests.conftest import CompiledStore
 from tests.reliability.test_hostile_input import files
@@ -48,6 +49,7 @@ HOOK_RUN = DROP + """
 import json, sys, warnings
 import numpy as np
 import gtcache
+from gtcache._frozen import replace
 from gtcache import examples
 from gtcache.gt4py import hook as gthook
 from gtcache.gt4py._hook import GtcacheWarning
@@ -85,6 +87,7 @@ os._exit(0)  # gt4py's exit handlers would remove, as this user, the temp folder
 OPEN = DROP + """
 import sys
 import gtcache
+from gtcache._frozen import replace
 from gtcache.store import TrustPolicy
 store, uid, gid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 drop(uid, gid, [])
@@ -263,6 +266,7 @@ LOAD = """
 import json, sys
 import numpy as np
 import gtcache
+from gtcache._frozen import replace
 from gtcache import examples
 from gtcache.gt4py import compile_variants
 store = gtcache.open_store(sys.argv[1])
@@ -292,9 +296,7 @@ def plant(store_path: pathlib.Path, key: str, marker: pathlib.Path) -> None:
         FileRecord(path=f.path, size=len(source.encode()), xxh3=xxhash.xxh3_128_hexdigest(source.encode()))
         if f.path == "program.py" else f for f in record.files
     )
-    import dataclasses
-
-    atomic_write_text(entry / "entry.json", dataclasses.replace(record, files=files_).dumps())
+    atomic_write_text(entry / "entry.json", replace(record, files=files_).dumps())
     os.chown(payload, OTHER, OTHER)
 
 

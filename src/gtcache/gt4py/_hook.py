@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import dataclasses
 import functools
 import logging
 import pathlib
@@ -23,6 +22,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
+from gtcache._frozen import Frozen, field
 from gtcache.errors import CorruptEntryError, GtcacheError, UnsupportedArtifactError, escape
 from gtcache.gt4py import _compat, _facts
 from gtcache.gt4py._loading import LoadedArtifact, artifact_of, publish_artifact
@@ -57,8 +57,7 @@ OutcomeStatus = Literal["hit", "compiled", "bypassed", "failed", "cached", "miss
 HitVia = Literal["direct", "build"]
 
 
-@dataclasses.dataclass(frozen=True)
-class Outcome:
+class Outcome(Frozen):
     """What happened to one program variant."""
 
     program: str
@@ -75,9 +74,9 @@ class Outcome:
     #: For hits: the compile seconds the entry recorded (what this hit did not spend).
     saved_seconds: float = 0.0
     #: The build key's ingredients, when they were computed (misses and planned variants).
-    ingredients: Mapping[str, Any] | None = dataclasses.field(default=None, repr=False)
+    ingredients: Mapping[str, Any] | None = field(default=None, repr=False)
     #: How ``gtcache warm`` can name this variant again (``warm --from-ledger``), if it can.
-    spec: Mapping[str, Any] | None = dataclasses.field(default=None, repr=False)
+    spec: Mapping[str, Any] | None = field(default=None, repr=False)
 
 
 # The hook's internal records are NamedTuples: a frozen data class costs 0.4-0.8 ms to
@@ -104,22 +103,31 @@ class _Loaded(NamedTuple):
     compile_seconds: float
 
 
-@dataclasses.dataclass(frozen=True)
+# The two task classes extend gt4py's frozen data class by one attribute each, set after its
+# ``__init__``; they are plain subclasses, not data classes of their own (see above).
+
+
 class _ServedTask(_compat.runners.CompilationTask):
     """A task the store answered: its 'artifact' is the loaded program."""
 
-    served: LoadedArtifact | None = None
+    served: LoadedArtifact
+
+    def __init__(self, *, served: LoadedArtifact, **task: Any) -> None:
+        super().__init__(**task)
+        object.__setattr__(self, "served", served)
 
 
-@dataclasses.dataclass(frozen=True)
 class _PublishingTask(_compat.runners.CompilationTask):
     """gt4py's own task, marked so that its artifact is published when it completes."""
 
-    variant: _Variant | None = None
+    variant: _Variant
+
+    def __init__(self, *, variant: _Variant, **task: Any) -> None:
+        super().__init__(**task)
+        object.__setattr__(self, "variant", variant)
 
 
-@dataclasses.dataclass(frozen=True)
-class HookConfig:
+class HookConfig(Frozen):
     """How a hook serves, fixed when it is made (``install``, ``serving``)."""
 
     #: Where the hook's store is (or will be opened).

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import pathlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gtcache._frozen import Frozen
 from gtcache import toolchain as _toolchain
 from gtcache.gt4py import codecs
 from gtcache.store import Entry, EntryDraft, Store
@@ -14,8 +14,7 @@ from gtcache.store import Entry, EntryDraft, Store
 __all__ = ["LoadedArtifact", "artifact_of", "load_entry", "publish_artifact"]
 
 
-@dataclasses.dataclass(frozen=True)
-class LoadedArtifact:
+class LoadedArtifact(Frozen):
     """An already-loaded program in the shape gt4py's pool expects of an artifact.
 
     ``backend.load_artifact`` calls ``load()``; dace's backend then sets its

@@ -21,11 +21,11 @@ listed as broken and never looked up as sound).
 
 from __future__ import annotations
 
-import dataclasses
 import pathlib
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, NamedTuple
 
+from gtcache._frozen import Frozen
 from gtcache.errors import CorruptEntryError, UnsupportedArtifactError
 from gtcache.gt4py import _compat
 
@@ -177,8 +177,7 @@ def _dace_files(fields: Mapping[str, Any]) -> tuple[Any, ...]:
     return (library, "libdacestub_" + library[3:], fields["sdfg"])
 
 
-@dataclasses.dataclass(frozen=True)
-class Codec:
+class Codec(Frozen):
     """Everything gtcache does with one artifact kind."""
 
     kind: str

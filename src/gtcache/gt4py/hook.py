@@ -25,7 +25,6 @@ from __future__ import annotations
 import atexit
 import concurrent.futures
 import contextlib
-import dataclasses
 import functools
 import logging
 import os
@@ -34,6 +33,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from gtcache._frozen import replace
 from gtcache.errors import GtcacheError, UntrustedStoreError
 from gtcache.gt4py import _compat
 from gtcache.gt4py._hook import PROCESS_RUN, GtcacheWarning, Hook, HookConfig, HookStores, Outcome
@@ -145,7 +145,7 @@ def install(
     """
     settings = settings or Settings.from_env(cache_dir=cache_dir, index_dir=index_dir)
     if remote is not None:
-        settings = dataclasses.replace(settings, remotes=_remote_argument(remote), remotes_given=True)
+        settings = replace(settings, remotes=_remote_argument(remote), remotes_given=True)
     return _install(settings, by_startup=False)
 
 
@@ -204,7 +204,7 @@ def _same_install(a: Settings, b: Settings) -> bool:
     bundle variables, do not matter to it)."""
 
     def hook_part(s: Settings) -> Settings:
-        return dataclasses.replace(s, enabled=False, bundle_key=None, bundle_require_signed="", source_date_epoch="")
+        return replace(s, enabled=False, bundle_key=None, bundle_require_signed="", source_date_epoch="")
 
     return hook_part(a) == hook_part(b)
 

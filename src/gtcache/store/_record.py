@@ -13,7 +13,6 @@ Python source that binds arguments, so a flipped byte there must never load.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import json
 import re
@@ -22,6 +21,7 @@ from typing import Any
 
 import xxhash
 
+from gtcache._frozen import Frozen
 from gtcache.store._layout import ENTRY_FILE, KEY_PATTERN
 
 __all__ = ["ARTIFACT_FILE_FIELDS", "SCHEMA_VERSION", "EntryRecord", "FileRecord", "now_iso"]
@@ -50,8 +50,7 @@ def now_iso() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="microseconds")
 
 
-@dataclasses.dataclass(frozen=True)
-class FileRecord:
+class FileRecord(Frozen):
     """One payload file of an entry, with what loading checks it against."""
 
     path: str
@@ -62,8 +61,7 @@ class FileRecord:
         return {"path": self.path, "size": self.size, "xxh3": self.xxh3}
 
 
-@dataclasses.dataclass(frozen=True)
-class EntryRecord:
+class EntryRecord(Frozen):
     """Everything known about one stored program variant."""
 
     key: str

@@ -22,6 +22,7 @@ import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from gtcache._frozen import Frozen, replace
 from gtcache._version import __version__
 from gtcache.errors import (
     CorruptEntryError,
@@ -42,8 +43,7 @@ if TYPE_CHECKING:  # what only listing and maintenance use is imported when they
 __all__ = ["Entry", "EntryDraft", "Store"]
 
 
-@dataclasses.dataclass(frozen=True)
-class EntryDraft:
+class EntryDraft(Frozen):
     """What a publisher knows of a variant; the store adds files, times and counters."""
 
     key: str
@@ -60,8 +60,7 @@ class EntryDraft:
             raise ValueError(f"Key '{self.key}' is not 32 lowercase hex digits.")
 
 
-@dataclasses.dataclass(frozen=True)
-class Entry:
+class Entry(Frozen):
     """A sound entry found at its key: its record and the folder its files sit in."""
 
     record: EntryRecord
@@ -187,7 +186,7 @@ class Store:
                 record = EntryRecord.loads(_files.read_regular(_layout.ENTRY_FILE, dir_fd=folder))
                 if record.key != key:
                     return
-                record = dataclasses.replace(record, last_used=now_iso(), hits=record.hits + hits)
+                record = replace(record, last_used=now_iso(), hits=record.hits + hits)
                 # Not fsynced: usage counters are worth less than a disk flush per hit.
                 _files.replace_text_at(folder, _layout.ENTRY_FILE, record.dumps(), mode=self.modes.file)
             finally:

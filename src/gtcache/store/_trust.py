@@ -35,7 +35,6 @@ without execute (kept for executables): a root ``2775`` (group-shared) gives
 
 from __future__ import annotations
 
-import dataclasses
 import grp
 import os
 import pathlib
@@ -43,6 +42,7 @@ import pwd
 import stat
 from collections.abc import Iterable, Mapping
 
+from gtcache._frozen import Frozen
 from gtcache.errors import UntrustedStoreError
 from gtcache.settings import trusted_from_env
 from gtcache.store import _layout
@@ -180,8 +180,7 @@ def _ancestors(real: str) -> list[str]:
     return ["/", *("/" + "/".join(parts[: depth + 1]) for depth in range(len(parts)))]
 
 
-@dataclasses.dataclass(frozen=True)
-class StoreModes:
+class StoreModes(Frozen):
     """Permission bits for what a store creates, from its root's mode (see the module docstring)."""
 
     folder: int = 0o755
