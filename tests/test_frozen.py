@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import dataclasses
 import pickle
 from typing import ClassVar
@@ -115,3 +116,58 @@ def test_records_survive_pickle_and_copy() -> None:
     assert copy.copy(record) == record and copy.deepcopy(record) == record
     settings = Settings.from_env(env={"GTCACHE_DIR": "/tmp/x"})
     assert pickle.loads(pickle.dumps(settings)) == settings
+
+
+def test_a_subclass_may_redefine_a_field_and_hide_it() -> None:
+    class Shown(Frozen):
+        secret: str = "s3cret"
+
+    class Redefined(Shown):
+        secret: str = "other"
+
+    class Hidden(Shown):
+        secret: str = field(default="s3cret", repr=False)
+
+    class Required(Shown):
+        secret: str
+
+    assert repr(Redefined()).endswith("Redefined(secret='other')"), "a redefined field is shown once"
+    assert repr(Hidden()).endswith("Hidden()"), "a subclass hides an inherited field"
+    with pytest.raises(TypeError, match="missing the argument 'secret'"):
+        Required()
+
+
+def test_slips_that_would_silently_differ_from_a_data_class_are_refused() -> None:
+    with pytest.raises(TypeError, match="not dataclasses.field"):
+
+        class WrongField(Frozen):
+            items: list[int] = dataclasses.field(default_factory=list)
+
+    with pytest.raises(TypeError, match="mutable default"):
+
+        class Shared(Frozen):
+            items: list[int] = []  # noqa: RUF012 - the slip under test
+
+    class A(Frozen):
+        a: int = 0
+
+    class B(Frozen):
+        b: int = 0
+
+    with pytest.raises(TypeError, match="more than one base with fields"):
+
+        class Both(A, B):
+            pass
+
+
+def test_replace_keeps_only_the_fields() -> None:
+    class Cached(Frozen):
+        x: int
+
+        @functools.cached_property
+        def twice(self) -> int:
+            return 2 * self.x
+
+    record = Cached(2)
+    assert record.twice == 4
+    assert replace(record, x=3).twice == 6

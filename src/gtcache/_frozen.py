@@ -8,8 +8,10 @@ records (settings, entry records, outcomes ...), which was half of what installi
 ``Frozen`` gives the same behaviour from methods written once, here: a subclass is made in
 microseconds. Type checkers see it as a frozen data class (``dataclass_transform``), so
 constructors are checked as before. The differences from ``dataclasses``: ``replace`` and
-``asdict`` below instead of the functions of that module (``asdict`` is shallow), no
-``default_factory``, and fields are read from the class's own annotations only.
+``asdict`` below instead of the functions of that module, which refuse these records
+(``asdict`` is shallow; ``replace`` does not type-check the changes); no ``default_factory``
+and no mutable defaults (refused); fields come from the annotations of the class and of
+its one base with fields.
 
 Imports nothing but ``dataclasses`` (which gt4py imports anyway) and ``typing``.
 """
@@ -44,22 +46,33 @@ class Frozen:
     #: The fields, in order (positional arguments fill them in this order).
     _fields_: ClassVar[tuple[str, ...]] = ()
     _defaults_: ClassVar[dict[str, Any]] = {}
+    #: The fields ``repr`` leaves out (``field(repr=False)``: secrets).
+    _hidden_: ClassVar[frozenset[str]] = frozenset()
     #: The fields ``repr`` shows.
     _shown_: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        fields, defaults, shown = list(cls._fields_), dict(cls._defaults_), list(cls._shown_)
+        if sum(1 for base in cls.__bases__ if getattr(base, "_fields_", ())) > 1:
+            raise TypeError(f"{cls.__qualname__}: more than one base with fields")
+        if "__annotations__" not in cls.__dict__ and "__annotate__" in cls.__dict__:
+            # Python 3.14 evaluates annotations lazily: read them with annotationlib then.
+            raise TypeError(f"{cls.__qualname__}: annotations are lazy; use 'from __future__ import annotations'")
+        fields, defaults, hidden = list(cls._fields_), dict(cls._defaults_), set(cls._hidden_)
         for name, annotation in cls.__dict__.get("__annotations__", {}).items():
-            if str(annotation).startswith(("ClassVar", "typing.ClassVar")) or annotation is ClassVar:
+            if annotation is ClassVar or str(annotation).startswith(("ClassVar", "typing.ClassVar")):
                 continue
             value = cls.__dict__.get(name, _MISSING)
-            hidden = isinstance(value, _Field) and not value.repr
+            shown = True
             if isinstance(value, _Field):
-                value = value.default
+                value, shown = value.default, value.repr
+            elif isinstance(value, dataclasses.Field):
+                raise TypeError(f"{cls.__qualname__}.{name}: use gtcache._frozen.field, not dataclasses.field")
+            if isinstance(value, (list, dict, set)):
+                raise TypeError(f"{cls.__qualname__}.{name}: a mutable default would be shared; use a tuple or None")
+            (hidden.discard if shown else hidden.add)(name)
+            defaults.pop(name, None)
             if value is _MISSING:
-                if defaults:
-                    raise TypeError(f"{cls.__qualname__}: field {name!r} without a default follows one with a default")
                 if name in cls.__dict__:
                     delattr(cls, name)
             else:
@@ -67,9 +80,11 @@ class Frozen:
                 setattr(cls, name, value)
             if name not in fields:
                 fields.append(name)
-            if not hidden:
-                shown.append(name)
-        cls._fields_, cls._defaults_, cls._shown_ = tuple(fields), defaults, tuple(shown)
+        for before, name in zip(fields, fields[1:], strict=False):
+            if before in defaults and name not in defaults:
+                raise TypeError(f"{cls.__qualname__}: field {name!r} without a default follows one with a default")
+        cls._fields_, cls._defaults_, cls._hidden_ = tuple(fields), defaults, frozenset(hidden)
+        cls._shown_ = tuple(name for name in fields if name not in hidden)
         setattr(cls, "__match_args__", cls._fields_)  # noqa: B010 - mypy forbids assigning it
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -117,8 +132,9 @@ class Frozen:
 
 
 def replace[R: Frozen](record: R, **changes: Any) -> R:
-    """A copy of ``record`` with ``changes`` (like ``dataclasses.replace``; checked the same way)."""
-    return type(record)(**{**record.__dict__, **changes})
+    """A copy of ``record`` with ``changes`` (like ``dataclasses.replace``; an unknown field
+    is a ``TypeError``, but type checkers do not check the changes' types)."""
+    return type(record)(**{**asdict(record), **changes})
 
 
 def asdict(record: Frozen) -> dict[str, Any]:

@@ -49,7 +49,6 @@ HOOK_RUN = DROP + """
 import json, sys, warnings
 import numpy as np
 import gtcache
-from gtcache._frozen import replace
 from gtcache import examples
 from gtcache.gt4py import hook as gthook
 from gtcache.gt4py._hook import GtcacheWarning
@@ -87,7 +86,6 @@ os._exit(0)  # gt4py's exit handlers would remove, as this user, the temp folder
 OPEN = DROP + """
 import sys
 import gtcache
-from gtcache._frozen import replace
 from gtcache.store import TrustPolicy
 store, uid, gid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 drop(uid, gid, [])
@@ -266,7 +264,6 @@ LOAD = """
 import json, sys
 import numpy as np
 import gtcache
-from gtcache._frozen import replace
 from gtcache import examples
 from gtcache.gt4py import compile_variants
 store = gtcache.open_store(sys.argv[1])

@@ -104,7 +104,9 @@ class _Loaded(NamedTuple):
 
 
 # The two task classes extend gt4py's frozen data class by one attribute each, set after its
-# ``__init__``; they are plain subclasses, not data classes of their own (see above).
+# ``__init__``; they are plain subclasses, not data classes of their own (see above). gt4py's
+# runners (1.2.1-1.2.3) read a task's fields and call ``compile``; none copies a task with
+# ``dataclasses.replace``, which would fail here (no ``served`` / ``variant`` argument).
 
 
 class _ServedTask(_compat.runners.CompilationTask):
