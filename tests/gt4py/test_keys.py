@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import sys
@@ -46,6 +47,37 @@ def test_connectivity_types_are_what_gt4py_makes_of_the_offset_provider() -> Non
     expected = {name: _compat._describe_type(value) for name, value in common.offset_provider_to_type(provider).items()}
     assert _compat.offset_provider_type(provider) == expected
     assert "NeighborConnectivityType" in expected["E2V"] and expected["E2V"] == expected["V2E"]
+
+
+def test_connectivity_types_are_what_gt4py_makes_of_every_kind_of_connectivity() -> None:
+    """``_offset_type`` rewrites gt4py's ``Connectivity.__gt_type__`` without its protocol check:
+    equal to gt4py's for neighbour tables (with and without skip values, other index types) and
+    for connectivities that are not (a one-dimensional domain, a local or a vertical dimension first), and a
+    subclass that overrides ``__gt_type__`` gets its own."""
+    table = np.zeros((7, 3), dtype=np.int64)
+    values = [
+        connectivity(10, 2)["E2V"],
+        connectivity(10, 4, skip_value=-1)["E2V"],
+        gtx.as_connectivity([Edge, E2VDim], codomain=Vertex, data=table, skip_value=-1),
+        gtx.as_connectivity([Edge], codomain=Vertex, data=np.zeros(5, dtype=gtx.IndexType)),
+        gtx.as_connectivity([E2VDim, Edge], codomain=Vertex, data=np.zeros((2, 5), dtype=gtx.IndexType)),
+        gtx.as_connectivity([gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL), E2VDim], codomain=Vertex,
+                            data=np.zeros((5, 2), dtype=gtx.IndexType)),
+    ]
+    kinds = set()
+    for value in values:
+        assert _compat._offset_type(value) == value.__gt_type__()
+        kinds.add(type(value.__gt_type__()).__name__)
+    assert kinds == {"NeighborConnectivityType", "ConnectivityType"}
+
+    marker = object()
+
+    class Custom(type(values[0])):  # type: ignore[misc]
+        def __gt_type__(self) -> Any:
+            return marker
+
+    custom = Custom(**{f.name: getattr(values[0], f.name) for f in dataclasses.fields(values[0])})
+    assert _compat._offset_type(custom) is marker
 
 
 BACKEND_FP = """

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import multiprocessing.synchronize
 import pathlib
 import shutil
@@ -38,6 +39,29 @@ def test_non_empty_folder_is_not_taken_over(tmp_path: pathlib.Path) -> None:
     with pytest.raises(gtcache.NotAStoreError):
         gtcache.open_store(tmp_path)
     assert (tmp_path / "mine.txt").read_text() == "keep"
+
+
+@pytest.mark.parametrize("plant", ["fifo", "symlink", "folder", "garbage"])
+def test_a_layout_file_that_is_not_one_is_a_clear_error_and_never_blocks(tmp_path: pathlib.Path, plant: str) -> None:
+    """The layout file is the first thing a lookup reads: a FIFO planted there must not block
+    the reader (a hook in a model run), a symlink is not followed, and nothing is written."""
+    store = gtcache.open_store(tmp_path / "s").root
+    layout = store / "gtcache-layout.json"
+    elsewhere = tmp_path / "layout-elsewhere.json"
+    elsewhere.write_bytes(layout.read_bytes())
+    layout.unlink()
+    if plant == "fifo":
+        os.mkfifo(layout)
+    elif plant == "symlink":
+        layout.symlink_to(elsewhere)
+    elif plant == "folder":
+        layout.mkdir()
+    else:
+        layout.write_bytes(b"\xff not json")
+    before = sorted(p.name for p in store.iterdir())
+    with pytest.raises(gtcache.GtcacheError, match="Cannot read '.*gtcache-layout.json'"):
+        gtcache.open_store(store)
+    assert sorted(p.name for p in store.iterdir()) == before
 
 
 def test_entry_path_pattern_round_trip(tmp_path: pathlib.Path) -> None:

@@ -373,26 +373,54 @@ def offset_provider_type(offset_provider: Any) -> dict[str, str]:
 
 def _offset_type(value: Any) -> Any:
     """``common.offset_provider_to_type`` of one value. Its ``isinstance(value, Connectivity)``
-    is a runtime protocol check (every member looked up, each call: 0.1 ms); a class that
-    inherits ``Connectivity`` (gt4py's own connectivity fields) and a ``Dimension`` are
-    answered without it, with what the check would say."""
+    is a runtime protocol check (every member looked up: 0.1 ms the first time per class); a
+    class that inherits ``Connectivity`` (gt4py's own connectivity fields) and a ``Dimension``
+    are answered without it, with what the check would say."""
     cls = type(value)
     if cls is common.Dimension:
         return value
-    if _CONNECTIVITY in cls.__mro__ or isinstance(value, _CONNECTIVITY):
+    if _CONNECTIVITY in cls.__mro__:
+        return _connectivity_type(value) if cls.__gt_type__ is _CONNECTIVITY_GT_TYPE else value.__gt_type__()
+    if isinstance(value, _CONNECTIVITY):
         return value.__gt_type__()
     return value
 
 
 _CONNECTIVITY: Any = common.Connectivity
+_CONNECTIVITY_GT_TYPE: Any = common.Connectivity.__gt_type__
+
+
+def _connectivity_type(value: Any) -> Any:
+    """``Connectivity.__gt_type__`` of a class that inherits it, as gt4py 1.2.1-1.2.3 write it,
+    less the protocol check its ``is_neighbor_table`` starts with (true of such a class).
+    tests/gt4py/test_keys.py compares the two for every kind of connectivity."""
+    dims = value.domain.dims
+    if len(dims) == 2 and dims[0].kind is _HORIZONTAL and dims[1].kind is _LOCAL:
+        return common.NeighborConnectivityType(
+            domain=dims, codomain=value.codomain, dtype=value.dtype, skip_value=value.skip_value,
+            max_neighbors=value.ndarray.shape[1],
+        )
+    return common.ConnectivityType(domain=dims, codomain=value.codomain, dtype=value.dtype, skip_value=value.skip_value)
+
+
+_HORIZONTAL = common.DimensionKind.HORIZONTAL
+_LOCAL = common.DimensionKind.LOCAL
 
 
 def _describe_type(value: Any) -> str:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        parts = ", ".join(
-            f"{f.name}={_describe_type(getattr(value, f.name))}" for f in dataclasses.fields(value)
+    cls = type(value)
+    names = _DESCRIBED_FIELDS.get(cls, _UNPLANNED)
+    if names is _UNPLANNED:  # data class instances by their fields (a class: by its repr)
+        names = _DESCRIBED_FIELDS[cls] = (
+            tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None
         )
-        return f"{type(value).__name__}({parts})"
+    if names is not None:
+        parts = ", ".join(f"{name}={_describe_type(getattr(value, name))}" for name in names)
+        return f"{cls.__name__}({parts})"
     if isinstance(value, (tuple, list)):
         return "(" + ", ".join(_describe_type(v) for v in value) + ")"
     return repr(value)
+
+
+#: Per class, the fields ``_describe_type`` writes (None: not a data class).
+_DESCRIBED_FIELDS: dict[type, tuple[str, ...] | None] = {}

@@ -37,11 +37,13 @@ def open_store(
     """
     path = pathlib.Path(root).expanduser().absolute()
     layout = path / _layout.LAYOUT_FILE
-    if not layout.exists():
+    data = _read_layout(layout)
+    if data is None:
         if not create or read_only:
             raise GtcacheError(f"No gtcache store at '{path}'.")
         _create(path)
-    _check_layout(path, layout)
+        data = _read_layout(layout)
+    _check_layout(path, layout, data)
     trust = trust if trust is not None else TrustPolicy.from_env()
     index = pathlib.Path(index_dir).expanduser().absolute() if index_dir else None
     problem = None
@@ -98,12 +100,27 @@ def _create(path: pathlib.Path) -> None:
         raise GtcacheError(f"Cannot create a store at '{path}': {error.strerror or error}.") from None
 
 
-def _check_layout(path: pathlib.Path, layout: pathlib.Path) -> None:
+def _read_layout(layout: pathlib.Path) -> bytes | None:
+    """The layout file's bytes (one open, a lookup's first step; never a symlink or a FIFO,
+    which could block); None when there is none. A store's is about 60 bytes."""
     try:
-        data = json.loads(layout.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
+        fd, _ = _files.open_regular(layout)
+        try:
+            return os.read(fd, 1 << 16)
+        finally:
+            os.close(fd)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as error:
+        raise GtcacheError(f"Cannot read '{layout}': {error.strerror or error}.") from None
+
+
+def _check_layout(path: pathlib.Path, layout: pathlib.Path, data: bytes | None) -> None:
+    try:
+        value = json.loads(data) if data is not None else None
+    except ValueError as error:
         raise GtcacheError(f"Cannot read '{layout}': {error}.") from None
-    if not isinstance(data, dict) or data.get("format") != _layout.LAYOUT_FORMAT:
+    if not isinstance(value, dict) or value.get("format") != _layout.LAYOUT_FORMAT:
         raise NotAStoreError(path)
-    if data.get("layout_version") != _layout.LAYOUT_VERSION:
-        raise StoreVersionError(path, data.get("layout_version"), _layout.LAYOUT_VERSION)
+    if value.get("layout_version") != _layout.LAYOUT_VERSION:
+        raise StoreVersionError(path, value.get("layout_version"), _layout.LAYOUT_VERSION)
