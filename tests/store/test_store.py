@@ -406,3 +406,23 @@ def test_index_files_gone_since_the_listing_are_not_foreign(tmp_path: pathlib.Pa
     (store.index_dir / "notes.txt").write_text("mine")
     with pytest.raises(IndexLocationError, match="holds 'notes.txt'"):
         index._check_contents(["cache.db-wal", "notes.txt"])
+
+
+@pytest.mark.parametrize("size", [0, 1, 65535, 65536, 65537, 3 * 65536 + 7])
+def test_payload_checksums_cover_every_byte_of_files_read_in_many_pieces(tmp_path: pathlib.Path, size: int) -> None:
+    """``verify_payload`` reads a file in pieces of 64 KiB: a file of any size hashes as its
+    whole bytes do, and a byte changed anywhere (the last one too) is caught."""
+    import xxhash
+
+    from gtcache.store._files import file_xxh3
+
+    store = gtcache.open_store(tmp_path / "s")
+    payload = os.urandom(size)
+    entry = publish(store, f"p{size}", payload)
+    assert file_xxh3(entry.file("program.py")) == xxhash.xxh3_128_hexdigest(payload)
+    store.verify_payload(store.get(entry.key))  # as published: sound
+    if size:
+        changed = payload[:-1] + bytes([payload[-1] ^ 1])
+        entry.file("program.py").write_bytes(changed)
+        with pytest.raises(gtcache.CorruptEntryError, match="does not match its checksum"):
+            store.verify_payload(store.get(entry.key))

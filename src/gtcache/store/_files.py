@@ -32,6 +32,8 @@ __all__ = [
 ]
 
 _CHUNK = 1 << 20
+#: ``file_xxh3``'s read size: small enough to stay in a CPU's L2 cache.
+_HASH_CHUNK = 1 << 16
 
 
 #: Opening never follows a symlink (ELOOP) and never blocks on a FIFO or a device.
@@ -60,17 +62,23 @@ def open_regular(path: str | os.PathLike[str], dir_fd: int | None = None) -> tup
     return fd, info
 
 
-def file_xxh3(path: pathlib.Path) -> str:
+def file_xxh3(path: str | os.PathLike[str]) -> str:
     """xxh3-128 of a regular file's bytes as 32 hex digits (``NotARegularFileError`` otherwise).
 
-    ``os.open`` + ``os.fstat`` + ``os.read``: no more system calls than ``open()``, which
-    fstats too, and a FIFO planted as a payload file can never block the reader.
+    ``os.open`` + ``os.fstat`` + ``os.readv``: no more system calls than ``open()``, which
+    fstats too, and a FIFO planted as a payload file can never block the reader. Read
+    into one small buffer, which stays in the CPU's cache: a new 1 MiB buffer per read
+    can cost page faults (up to 0.1 ms for a 300 kB library in a fresh process). (``mmap``
+    would be as fast, but a file truncated or a network file system failing under it
+    kills the process with SIGBUS; a read fails with an error.)
     """
     digest = xxhash.xxh3_128()
     fd, _ = open_regular(path)
     try:
-        while chunk := os.read(fd, _CHUNK):
-            digest.update(chunk)
+        buffer = bytearray(_HASH_CHUNK)
+        view = memoryview(buffer)
+        while count := os.readv(fd, [buffer]):
+            digest.update(view[:count])
     finally:
         os.close(fd)
     return digest.hexdigest()

@@ -6,7 +6,6 @@ agreement. Every name below is relative to the store root.
 
 from __future__ import annotations
 
-import pathlib
 import re
 
 __all__ = [
@@ -74,11 +73,14 @@ def is_key(text: str) -> bool:
     return KEY_PATTERN.fullmatch(text) is not None
 
 
-def entry_dir(root: pathlib.Path, key: str) -> pathlib.Path:
-    """The folder of the entry ``key`` (which need not exist)."""
-    return root / ENTRIES_DIR / key[:2] / key
+def entry_dir(root: str, key: str) -> str:
+    """The folder of the entry ``key`` (which need not exist) in the store at ``root``.
+
+    Text, not pathlib: a lookup joins no pathlib objects (tens of microseconds in a fresh process).
+    """
+    return f"{root}/{ENTRIES_DIR}/{key[:2]}/{key}"
 
 
-def direct_link(root: pathlib.Path, direct_key: str) -> pathlib.Path:
-    """The file mapping a direct key to the build key of its entry."""
-    return root / DIRECT_DIR / direct_key[:2] / direct_key
+def direct_link(root: str, direct_key: str) -> str:
+    """The file mapping a direct key to the build key of its entry (text, like ``entry_dir``)."""
+    return f"{root}/{DIRECT_DIR}/{direct_key[:2]}/{direct_key}"

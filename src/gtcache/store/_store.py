@@ -86,6 +86,8 @@ class Store:
         trust: TrustPolicy | None = None, trust_problem: str | None = None, modes: StoreModes | None = None,
     ):
         self.root = root
+        #: ``root`` as text, for the lookup path (which makes no pathlib objects).
+        self._root = os.fspath(root)
         self.read_only = read_only
         self.index_dir = index_dir if index_dir is not None else root / _layout.INDEX_DIR
         #: Whose entry files ``lookup`` accepts (``None``: anyone's; see ``_trust.py``).
@@ -119,7 +121,7 @@ class Store:
     # -- lookup -------------------------------------------------------------------------
 
     def entry_path(self, key: str) -> pathlib.Path:
-        return _layout.entry_dir(self.root, key)
+        return pathlib.Path(_layout.entry_dir(self._root, key))
 
     def lookup(self, key: str) -> Entry | None:
         """The entry at ``key``; ``None`` if there is none; ``CorruptEntryError`` if it is broken.
@@ -127,7 +129,7 @@ class Store:
         Reads the entry folder (the truth), never the index. File sizes are checked
         here, checksums by ``verify_payload`` just before loading.
         """
-        path = self.entry_path(key)
+        path = _layout.entry_dir(self._root, key)
         try:  # never a symlink or a FIFO; the owner and mode come with the fstat
             fd, st = _files.open_regular(f"{path}/{_layout.ENTRY_FILE}")
         except FileNotFoundError:
@@ -149,10 +151,10 @@ class Store:
         if record.key != key:
             raise CorruptEntryError(key, f"its record names key '{record.key}'.")
         if problem := _files.size_problem(path, ((f.path, f.size) for f in record.files), self.trust):
-            if not (path / _layout.ENTRY_FILE).exists():
+            if not os.path.exists(f"{path}/{_layout.ENTRY_FILE}"):
                 return None  # removed (renamed away whole) while we looked: absent, not broken
             raise CorruptEntryError(key, problem)
-        return Entry(record=record, path=path)
+        return Entry(record=record, path=pathlib.Path(path))
 
     def get(self, key: str) -> Entry:
         """Like ``lookup`` but ``EntryNotFoundError`` when absent."""
@@ -163,9 +165,10 @@ class Store:
 
     def verify_payload(self, entry: Entry) -> None:
         """Check every payload file against its size and xxh3; ``CorruptEntryError`` if one differs."""
+        folder = os.fspath(entry.path)
         for item in entry.record.files:
             try:
-                digest = _files.file_xxh3(entry.path / item.path)
+                digest = _files.file_xxh3(f"{folder}/{item.path}")
             except OSError as error:
                 raise CorruptEntryError(entry.key, f"cannot read '{item.path}' ({error.strerror}).") from None
             if digest != item.xxh3:
@@ -197,7 +200,7 @@ class Store:
     def build_key_of(self, direct_key: str) -> str | None:
         """The build key a direct key was linked to, or ``None``. Never raises."""
         try:  # bytes, decoded here: a text-mode open looks the codec up (an import, the first time)
-            with open(_layout.direct_link(self.root, direct_key), "rb") as stream:
+            with open(_layout.direct_link(self._root, direct_key), "rb") as stream:
                 text = stream.read(256).decode("ascii").strip()
         except (OSError, UnicodeDecodeError):
             return None
@@ -238,7 +241,7 @@ class Store:
         self._require_writable()
         if not (_layout.is_key(direct_key) and _layout.is_key(build_key)):
             raise ValueError("Direct and build keys must be 32 lowercase hex digits.")
-        link = _layout.direct_link(self.root, direct_key)
+        link = pathlib.Path(_layout.direct_link(self._root, direct_key))
         self.modes.make_folder(link.parent)
         _files.atomic_write_text(link, build_key + "\n", durable=False, mode=self.modes.file)
 
