@@ -170,6 +170,8 @@ FACTOR = {factor}
 def op(a: Field[Dims[IDim], float64]) -> Field[Dims[IDim], float64]:
     return a * FACTOR
 '''
+#: The line ``op`` starts on (its decorator's), which names it in the facts with its qualified name.
+OPS_FIRST_LINE = OPS.splitlines().index("@gtx.field_operator") + 1
 
 
 @pytest.mark.slow
@@ -231,7 +233,9 @@ def test_a_stored_source_digest_is_used_only_while_its_file_is_unchanged(tmp_pat
     first = run()
     assert first["source_read"] and not first["warnings"], first
     [facts] = facts_files(store)
-    [(key, stored)] = json.loads(facts.read_text())["sources"].items()
+    [(file_key, functions)] = json.loads(facts.read_text())["sources"].items()  # one file, one function
+    [(name, stored)] = functions.items()
+    assert name == f"{OPS_FIRST_LINE}:op", name
     second = run()
     assert not second["source_read"], "the stored digest stands for the text"
     assert second["used"] == first["used"]
@@ -241,8 +245,9 @@ def test_a_stored_source_digest_is_used_only_while_its_file_is_unchanged(tmp_pat
     assert run()["used"] == edited["used"]
     # A digest that lies is caught by self-check, which reads every text.
     data = json.loads(facts.read_text())
-    [key] = [k for k, v in data["sources"].items() if v != stored]
-    data["sources"][key] = {"digest": "0" * 32}
+    [(key, name)] = [(k, n) for k, functions in data["sources"].items() for n, v in functions.items() if v != stored]
+    assert key != file_key, "the edited file has another identity, so another key"
+    data["sources"][key][name] = {"digest": "0" * 32}
     facts.write_text(json.dumps(data))
     checked = run("verify")
     assert checked["source_read"] and checked["used"] == edited["used"], checked
@@ -306,7 +311,7 @@ def test_stored_attribute_chains_still_read_the_module_values(tmp_path: pathlib.
     two = run(2.0)
     assert two["parsed"] >= 1 and two["used"] == two["computed"], two
     [facts] = facts_files(store)
-    [chains] = [v["chains"] for v in json.loads(facts.read_text())["sources"].values()]
+    [chains] = [v["chains"] for functions in json.loads(facts.read_text())["sources"].values() for v in functions.values()]
     assert chains["consts"] == [["FACTOR"]], chains  # the name read, not its value
     again = run(2.0)
     assert again["parsed"] == 0 and again["used"] == two["used"], again  # the chains came from the facts

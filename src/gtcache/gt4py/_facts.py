@@ -18,6 +18,10 @@ Each fact is checked before use, never trusted over correctness:
   reads (source texts, closure values, the modules of its data classes; see
   ``definition.py``) to that fingerprint (gt4py's fingerprinting is slow the first
   time, about 1 ms a program).
+- ``sources`` maps a source file's ``source_file_key`` (its name and identity) to what is
+  known of the functions in it, by ``<first line>:<qualified name>``: the digest of their
+  text, and the names they read (see ``definition.py``). One key per file, not per
+  function: a fresh process digests a file's identity once.
 - ``versions`` is kept with the identity (device, inode, modification and change time)
   of every ``sys.path`` folder: installing or removing a distribution changes its folder.
 
@@ -44,16 +48,17 @@ from gtcache.keys import canonical_bytes, digest
 from gtcache.store import Store
 
 __all__ = [
-    "Facts", "active", "active_store", "backend_config", "content_key", "flush", "remember_versions", "source_key",
+    "Facts", "active", "active_store", "backend_config", "content_key", "flush", "remember_versions", "source_file_key",
     "source_unchanged", "use",
 ]
 
 _FORMAT = "gtcache-facts"
-_VERSION = 2
-#: At most this many backend / definition fingerprints per file (any beyond are recomputed).
+_VERSION = 3
+#: At most this many backend / definition fingerprints, and source files, per facts file
+#: (any beyond are recomputed).
 _MAX_BACKENDS = 64
 _MAX_DEFINITIONS = 4096
-_MAX_SOURCES = 8192
+_MAX_SOURCE_FILES = 1024
 #: A file changed less than this many seconds ago is not described in the facts: an edit in
 #: the same tick of the file system's clock, of the same size, would not show (ccache's rule).
 _TOO_RECENT = 2.0
@@ -116,7 +121,7 @@ class Facts:
         self.environment = _environment()
         self.backends: dict[str, str] = {}
         self.definitions: dict[str, str] = {}
-        self.sources: dict[str, dict[str, Any]] = {}
+        self.sources: dict[str, dict[str, dict[str, Any]]] = {}
         self.path: str | None = None
         self.versions: dict[str, str] | None = None
         self._path_now: str | None = None
@@ -128,7 +133,7 @@ class Facts:
             self.backends = _str_map(data.get("backend_config"))
             self.definitions = _str_map(data.get("definitions"))
             sources = data.get("sources")
-            if isinstance(sources, dict):
+            if isinstance(sources, dict):  # (each function's entry is checked when used)
                 self.sources = {k: v for k, v in sources.items() if isinstance(k, str) and isinstance(v, dict)}
             self.versions = _str_map(data.get("versions")) if isinstance(data.get("path"), str) else None
             self.path = data.get("path") if self.versions is not None else None
@@ -166,20 +171,22 @@ class Facts:
 
     # -- source texts -------------------------------------------------------------------
 
-    def source(self, key: str) -> dict[str, Any] | None:
-        """What is stored of the source text ``key`` names (see ``source_key``): its
-        ``digest``, and when they were needed the attribute ``chains`` it reads and the
-        ``globals`` gt4py finds in it (see ``definition.py``)."""
-        value = None if self.verify else self.sources.get(key)
+    def source(self, file_key: str, name: str) -> dict[str, Any] | None:
+        """What is stored of the function ``name`` (``<first line>:<qualified name>``) in the
+        source file ``file_key`` names (see ``source_file_key``): the ``digest`` of its text,
+        and when they were needed the attribute ``chains`` it reads and the ``globals`` gt4py
+        finds in it (see ``definition.py``)."""
+        value = None if self.verify else self.sources.get(file_key, {}).get(name)
         return value if isinstance(value, dict) and isinstance(value.get("digest"), str) else None
 
-    def remember_source(self, key: str, value: dict[str, Any]) -> None:
-        known = self.sources.get(key)
+    def remember_source(self, file_key: str, name: str, value: dict[str, Any]) -> None:
+        functions = self.sources.get(file_key, {})
+        known = functions.get(name)
         if known is not None and known.get("digest") != value.get("digest"):  # only when verifying
             self._report(f"the stored digest of a source text is {known.get('digest')!r},"
                          f" reading it gives {value.get('digest')!r}")
         if known != value:
-            self._put(self.sources, key, value, _MAX_SOURCES)
+            self._put(self.sources, file_key, {**functions, name: value}, _MAX_SOURCE_FILES)
 
     # -- installed versions -------------------------------------------------------------
 
@@ -206,7 +213,7 @@ class Facts:
     def _put(self, table: dict[str, Any], key: str, value: Any, limit: int) -> None:
         """Keep a new fact (the oldest of its kind out when there are ``limit``) and save."""
         with self._lock:
-            if len(table) >= limit:
+            if key not in table and len(table) >= limit:
                 table.pop(next(iter(table)))
             table[key] = value
         self._save()
@@ -246,19 +253,32 @@ class Facts:
 
 def content_key(serialized: bytes, modules: frozenset[str]) -> str:
     """The digest of a ``_compat.content_bytes`` serialization and its data classes' modules' files."""
-    return digest(serialized + canonical_bytes(sorted((name, _module_identity(name)) for name in modules)))
+    if (identities := _modules_identities.get(modules)) is None:
+        identities = _modules_identities[modules] = canonical_bytes(
+            sorted((name, _module_identity(name)) for name in modules)
+        )
+    return digest(serialized + identities)
 
 
-def source_key(filename: str, first_line: int, name: str) -> str | None:
-    """The key of a function's source text in the facts: its file's identity (device, inode,
-    size, modification and change time), first line and qualified name; None when the file
-    cannot be stat'ed or changed after ``_TOO_RECENT`` seconds before this process started."""
-    identity = _file_identity(filename)
-    return None if identity is None else digest(canonical_bytes([filename, identity, first_line, name]))
+#: ``content_key``'s serialized module identities per set of modules (constant in a process).
+_modules_identities: dict[frozenset[str], bytes] = {}
+
+
+def source_file_key(filename: str) -> str | None:
+    """The key of a source file in the facts: a digest of its name and identity (device, inode,
+    size, modification and change time); None when the file cannot be stat'ed or changed after
+    ``_TOO_RECENT`` seconds before this process started. Once per process, like the identity."""
+    if filename not in _file_keys:
+        identity = _file_identity(filename)
+        _file_keys[filename] = None if identity is None else digest(canonical_bytes([filename, identity]))
+    return _file_keys[filename]
+
+
+_file_keys: dict[str, str | None] = {}
 
 
 def source_unchanged(filename: str) -> bool:
-    """Whether ``filename`` still has the identity ``source_key`` used (read after its text)."""
+    """Whether ``filename`` still has the identity ``source_file_key`` used (read after its text)."""
     return _file_identity(filename) == _identity(filename)
 
 

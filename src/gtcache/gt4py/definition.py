@@ -150,13 +150,13 @@ _sources: dict[types.CodeType, dict[str, Any]] = {}
 def _source(func: types.FunctionType) -> dict[str, Any]:
     """``{"digest": ...}`` of a function's source text, from the store's facts when its file
     is as it was (no read, no tokenizing: ``inspect.getsource`` costs about 0.15 ms a
-    function); else read, and kept in the facts (``_facts.source_key`` says when it can)."""
+    function); else read, and kept in the facts (``_facts.source_file_key`` says when it can)."""
     code = func.__code__
     if (known := _sources.get(code)) is not None:
         return known
     facts = _facts.active()
-    key = _facts.source_key(code.co_filename, code.co_firstlineno, code.co_qualname) if facts else None
-    value = facts.source(key) if facts is not None and key is not None else None
+    key = _facts.source_file_key(code.co_filename) if facts else None
+    value = facts.source(key, _name_in_file(code)) if facts is not None and key is not None else None
     if value is None:
         value = {"digest": digest(_source_text(code, func))}
         _remember_source(func, key, value)
@@ -201,16 +201,21 @@ def _source_fact(func: types.FunctionType, name: str, compute: Callable[[], Any]
         return source[name]
     value = compute()
     source = _sources[func.__code__] = {**source, name: value}
-    code = func.__code__
-    _remember_source(func, _facts.source_key(code.co_filename, code.co_firstlineno, code.co_qualname), source)
+    _remember_source(func, _facts.source_file_key(func.__code__.co_filename), source)
     return value
 
 
-def _remember_source(func: types.FunctionType, key: str | None, value: dict[str, Any]) -> None:
-    """Keep ``value`` in the facts, if its file has not changed since ``key`` was made of it."""
+def _name_in_file(code: types.CodeType) -> str:
+    """What tells a function from the others in its source file (in the facts)."""
+    return f"{code.co_firstlineno}:{code.co_qualname}"
+
+
+def _remember_source(func: types.FunctionType, file_key: str | None, value: dict[str, Any]) -> None:
+    """Keep ``value`` in the facts, if its file has not changed since ``file_key`` was made of it."""
     facts = _facts.active()
-    if facts is not None and key is not None and _facts.source_unchanged(func.__code__.co_filename):
-        facts.remember_source(key, value)
+    code = func.__code__
+    if facts is not None and file_key is not None and _facts.source_unchanged(code.co_filename):
+        facts.remember_source(file_key, _name_in_file(code), value)
 
 
 def _refuse_module(module: types.ModuleType) -> Any:
