@@ -324,7 +324,7 @@ def _parts_table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def render_scale(rows: list[str]) -> str:
+def render_scale(rows: list[str], facts_rows: list[str]) -> str:
     return "\n".join([
         "",
         "## Store operations at scale",
@@ -333,6 +333,13 @@ def render_scale(rows: list[str]) -> str:
         "entries <= 0.5 s; a prune plan over 100,000 entries <= 2 s.",
         "",
         *rows,
+        "",
+        "The store's facts file (`facts/<environment>.json`) grows with the functions and program",
+        "variants a model has: a fresh process reads and parses all of it before its first hit.",
+        "Synthetic files shaped like the hook's (`bench/scale.py`), medians of 5; no target yet.",
+        "The first-hit rows above have a facts file of a few kB.",
+        "",
+        *facts_rows,
         "",
     ])
 
@@ -413,6 +420,7 @@ def main() -> None:
         many = warm_start_many(work, store)
         print("measuring store operations at scale ...", flush=True)
         scale_rows = scale.main()
+        facts_rows = scale.facts_main()
         print("measuring gtcache warm ...", flush=True)
         warm_rows = warm_bench.main()
         print("measuring remote tiers ...", flush=True)
@@ -421,7 +429,7 @@ def main() -> None:
         remote_rows = remote_bench.main(child, remote_programs, BACKENDS)
         print("measuring GPU variants (nvcc, no device) ...", flush=True)
         gpu_rows = gpu_bench.main()
-        text = (render(rows, start, many) + render_scale(scale_rows) + render_warm(warm_rows)
+        text = (render(rows, start, many) + render_scale(scale_rows, facts_rows) + render_warm(warm_rows)
                 + render_remote(remote_rows) + render_gpu(gpu_rows))
         (ROOT / "docs" / "benchmarks.md").write_text(text)
         print(text)

@@ -98,6 +98,54 @@ def main() -> list[str]:
     return rows
 
 
+#: Facts files as a model of each size would grow them: (functions, their source files,
+#: program variants). The largest is the file's caps (``gtcache/gt4py/_facts.py``).
+FACTS_SIZES = [(200, 20, 200), (2_000, 150, 1_000), (8_000, 400, 4_096)]
+
+FACTS_HEADER = [
+    "| functions (in files) | program variants | facts file | read and parse, once per process |",
+    "|---:|---:|---:|---:|",
+]
+
+
+def facts_row(functions: int, files: int, variants: int) -> str:
+    """What a fresh process pays to read the store's facts file (``Store.read_facts``: one open,
+    one read, one JSON parse; the hook does this before its first lookup), for a file shaped
+    like the ones the hook writes (format 3: sources per file, definitions per variant)."""
+    work = pathlib.Path(tempfile.mkdtemp(prefix="gtcache-facts-"))
+    try:
+        store = gtcache.open_store(work / "store")
+        key = lambda *parts: make_key("facts-bench", {"parts": list(parts)})  # noqa: E731
+        per_file = functions // files
+        function = {
+            "digest": key("d"), "globals": ["gtx", "Field", "dims", "wpfloat", "neighbor_sum", "E2C", "C2E"],
+            "chains": {"dims": [["EdgeDim"], ["CellDim"], ["KDim"]]},
+        }
+        value = {
+            "format": "gtcache-facts", "version": 3, "gtcache": gtcache.__version__,
+            "backend_config": {key("b", i): key("bf", i) for i in range(4)},
+            "definitions": {key("v", i): key("vf", i) for i in range(variants)},
+            "sources": {key("f", f): {f"{10 * i + 1}:stencil_{f}_{i}": function for i in range(per_file)} for f in range(files)},
+            "path": key("p"), "versions": {f"package_{i}": "1.0.0" for i in range(120)},
+        }
+        name = key("environment")
+        store.write_facts(name, value)
+        size = (work / "store" / "facts" / f"{name}.json").stat().st_size
+        assert store.read_facts(name) == value
+        seconds = timed(lambda: store.read_facts(name), repeats=5)
+        return f"| {functions:,} ({files:,}) | {variants:,} | {size / 1e3:,.0f} kB | {seconds * 1e3:.2f} ms |"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def facts_main() -> list[str]:
+    rows = list(FACTS_HEADER)
+    for sizes in FACTS_SIZES:
+        rows.append(facts_row(*sizes))
+        print(rows[-1], flush=True)
+    return rows
+
+
 if __name__ == "__main__":
-    for line in main():
+    for line in main() + facts_main():
         print(line)
