@@ -89,11 +89,14 @@ def current_facts() -> dict[str, Any]:
 
 
 def _version(module_name: str) -> str | None:
+    name = module_name.lower().replace("-", "_")
+    if name not in _KEYED_DISTRIBUTIONS:  # the listing keeps only those
+        raise ValueError(f"'{module_name}' is not one of toolchain._KEYED_DISTRIBUTIONS")
     module = sys.modules.get(module_name)
     version = getattr(module, "__version__", None)
     if isinstance(version, str):
         return version
-    return _installed_versions().get(module_name.lower().replace("-", "_"))
+    return _installed_versions().get(name)
 
 
 #: Distribution versions handed in by ``seed_installed_versions`` (the hook's facts file).
@@ -134,8 +137,15 @@ def _installed_versions() -> dict[str, str]:
         for name in names:
             if name.endswith(".dist-info") and "-" in name:
                 dist, _, version = name[: -len(".dist-info")].rpartition("-")
-                versions.setdefault(dist.lower().replace("-", "_").replace(".", "_"), version)
+                dist = dist.lower().replace("-", "_").replace(".", "_")
+                if dist in _KEYED_DISTRIBUTIONS:
+                    versions.setdefault(dist, version)
     return versions
+
+
+#: The distributions whose versions are toolchain facts (``_version``): the only ones kept
+#: (the hook's facts file stores them; an environment has a hundred others).
+_KEYED_DISTRIBUTIONS = frozenset({"gt4py", "nanobind", "gridtools_cpp", "dace"})
 
 
 def _compiler_path() -> str | None:

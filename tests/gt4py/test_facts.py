@@ -1,5 +1,6 @@
-"""The facts file (``facts/<environment>.json``): a stored fact is used only while what it
-depends on is unchanged, and self-check mode catches one that lies.
+"""The facts files (``facts/<environment>.json`` and its shards ``<environment>-<xx>.json``): a
+stored fact is used only while what it depends on is unchanged, self-check mode catches one
+that lies, and a process reads only the shards its programs need.
 
 Each process here is fresh (``run_python``): what one process stores, the next reads.
 """
@@ -44,7 +45,29 @@ def child(store: pathlib.Path, mode: str = "plain", *extra: str, **env: str) -> 
 
 
 def facts_files(store: pathlib.Path) -> list[pathlib.Path]:
-    return sorted((store / "facts").glob("*.json"))
+    """The main facts files (backend fingerprints, versions), one per environment."""
+    return sorted(path for path in (store / "facts").glob("*.json") if "-" not in path.stem)
+
+
+def shard_files(store: pathlib.Path) -> list[pathlib.Path]:
+    """The shards (definitions, sources), named by the first two hex digits of a digest of
+    their programs' source files' names."""
+    return sorted((store / "facts").glob("*-??.json"))
+
+
+def stored(store: pathlib.Path, table: str) -> dict[str, tuple[pathlib.Path, object]]:
+    """Every fact of ``table`` ("definitions" or "sources") in the shards: key -> (its shard, value)."""
+    found = {}
+    for shard in shard_files(store):
+        for key, value in json.loads(shard.read_text())[table].items():
+            found[key] = (shard, value)
+    return found
+
+
+def plant(shard: pathlib.Path, table: str, key: str, value: object) -> None:
+    data = json.loads(shard.read_text())
+    data[table][key] = value
+    shard.write_text(json.dumps(data))
 
 
 def test_a_stored_backend_fingerprint_is_read_back_as_computed(tmp_path: pathlib.Path) -> None:
@@ -186,11 +209,9 @@ def test_a_stored_definition_fingerprint_is_used_only_for_the_same_content(tmp_p
 
     two = fingerprint(2.0)
     assert two["used"] == two["computed"]
-    [facts] = facts_files(store)
-    data = json.loads(facts.read_text())
-    assert list(data["definitions"].values()) == [two["computed"]]
-    data["definitions"] = {key: "f" * 16 for key in data["definitions"]}
-    facts.write_text(json.dumps(data))
+    [(key, (shard, value))] = stored(store, "definitions").items()
+    assert value == two["computed"]
+    plant(shard, "definitions", key, "f" * 16)
     assert fingerprint(2.0)["used"] == "f" * 16  # the same content: read from the file
     three = fingerprint(3.0)  # another closure value: another content key, computed afresh
     assert three["used"] == three["computed"] != two["computed"]
@@ -232,9 +253,8 @@ def test_a_stored_source_digest_is_used_only_while_its_file_is_unchanged(tmp_pat
     write("return a * FACTOR")
     first = run()
     assert first["source_read"] and not first["warnings"], first
-    [facts] = facts_files(store)
-    [(file_key, functions)] = json.loads(facts.read_text())["sources"].items()  # one file, one function
-    [(name, stored)] = functions.items()
+    [(file_key, (_, functions))] = stored(store, "sources").items()  # one file, one function
+    [(name, known)] = functions.items()  # type: ignore[attr-defined]
     assert name == f"{OPS_FIRST_LINE}:op", name
     second = run()
     assert not second["source_read"], "the stored digest stands for the text"
@@ -244,11 +264,9 @@ def test_a_stored_source_digest_is_used_only_while_its_file_is_unchanged(tmp_pat
     assert edited["source_read"] and edited["used"] != first["used"], edited
     assert run()["used"] == edited["used"]
     # A digest that lies is caught by self-check, which reads every text.
-    data = json.loads(facts.read_text())
-    [(key, name)] = [(k, n) for k, functions in data["sources"].items() for n, v in functions.items() if v != stored]
-    assert key != file_key, "the edited file has another identity, so another key"
-    data["sources"][key][name] = {"digest": "0" * 32}
-    facts.write_text(json.dumps(data))
+    [(key, shard, functions)] = [(k, shard, f) for k, (shard, f) in stored(store, "sources").items() if k != file_key]
+    assert functions == {name: functions[name]} and functions[name] != known, "the edited file's own key"  # type: ignore[index]
+    plant(shard, "sources", key, {name: {"digest": "0" * 32}})
     checked = run("verify")
     assert checked["source_read"] and checked["used"] == edited["used"], checked
     assert any("stored digest of a source text" in w for w in checked["warnings"]), checked["warnings"]
@@ -310,8 +328,7 @@ def test_stored_attribute_chains_still_read_the_module_values(tmp_path: pathlib.
 
     two = run(2.0)
     assert two["parsed"] >= 1 and two["used"] == two["computed"], two
-    [facts] = facts_files(store)
-    [chains] = [v["chains"] for functions in json.loads(facts.read_text())["sources"].values() for v in functions.values()]
+    [chains] = [v["chains"] for _, functions in stored(store, "sources").values() for v in functions.values()]  # type: ignore[attr-defined]
     assert chains["consts"] == [["FACTOR"]], chains  # the name read, not its value
     again = run(2.0)
     assert again["parsed"] == 0 and again["used"] == two["used"], again  # the chains came from the facts
@@ -333,10 +350,11 @@ def test_what_the_facts_file_holds_gives_the_content_key_parsing_gives(tmp_path:
     parsed = definition._content_key(stage)
     _facts.flush()
     definition._sources.clear()
-    _facts.use(store)  # read back from the file
-    assert _facts.active() is not None and _facts.active().sources, "the source facts were stored"  # type: ignore[union-attr]
+    assert stored(tmp_path / "store", "sources"), "the source facts were stored"
+    _facts.use(store)  # read back from the files
     try:
         assert definition._content_key(stage) == parsed
+        assert _facts.active().source_files() > 0, "the source facts were read back"  # type: ignore[union-attr]
     finally:
         _facts.use(None)
         definition._sources.clear()
@@ -355,7 +373,7 @@ source.write_text(source.read_text().replace("a * FACTOR", "a / FACTOR"))  # edi
 _facts.use(gtcache.open_store(sys.argv[1]))
 definition.definition_fingerprint(ops_for_facts.op.definition_stage)
 _facts.flush()
-print("RESULT " + json.dumps(len(_facts.active().sources)))
+print("RESULT " + json.dumps(_facts.active().source_files()))
 """
 
 
@@ -368,3 +386,45 @@ def test_a_source_edited_while_the_process_runs_is_not_described(tmp_path: pathl
     time.sleep(_facts._TOO_RECENT + 0.1)
     out = run_python(EDITED_WHILE_RUNNING, str(store), str(code))
     assert json.loads(next(line for line in out.splitlines() if line.startswith("RESULT ")).removeprefix("RESULT ")) == 0
+
+
+LAZY = """
+import json, sys
+import gtcache
+from gtcache import examples
+from gtcache.gt4py import _facts, definition
+
+opened = []
+sys.addaudithook(lambda event, args: event == "open" and "/facts/" in str(args[0])
+                 and opened.append(str(args[0]).rsplit("/", 1)[1]))
+_facts.use(gtcache.open_store(sys.argv[1]))
+at_use = list(opened)
+definition.definition_fingerprint(examples.EXAMPLES[sys.argv[2]].program.definition_stage)
+print("RESULT " + json.dumps({"at_use": at_use, "then": opened[len(at_use):]}))
+"""
+
+
+def test_a_process_reads_the_main_facts_file_and_only_the_shard_its_program_needs(tmp_path: pathlib.Path) -> None:
+    """A model's facts grow to megabytes (tens of ms to parse, see docs/benchmarks.md): a
+    process reads the main file when it starts using the facts, and a program's facts (its
+    definition's fingerprint, its functions' source facts) from one shard, the one its source
+    file's name gives, when the program is first keyed."""
+    store = tmp_path / "store"
+
+    def run(example: str) -> dict:
+        out = run_python(LAZY, str(store), example)
+        return json.loads(next(line for line in out.splitlines() if line.startswith("RESULT ")).removeprefix("RESULT "))  # type: ignore[no-any-return]
+
+    run("edge_diff")  # learns and writes the facts (no backend, no versions: no main file)
+    written = sorted(path.name for path in shard_files(store))
+    assert len(written) == 1, written  # the definition and every function it calls
+    environment = written[0].split("-")[0]
+    again = run("edge_diff")
+    assert again["at_use"] == [f"{environment}.json"], again  # no shard yet
+    assert again["then"] == written, again  # its shard, once; no other
+    # Shards of facts other programs need are not read: plant one in every other name.
+    for digits in (f"{i:02x}" for i in range(256)):
+        shard = store / "facts" / f"{environment}-{digits}.json"
+        if not shard.exists():
+            shard.write_text("{not read")
+    assert run("edge_diff")["then"] == written

@@ -83,9 +83,11 @@ if __name__ == "__main__":
     main()
 """
 
-#: The files a hit reads in the store: the layout marker, the facts file, the direct link,
+#: The files a hit reads in the store besides facts: the layout marker, the direct link,
 #: entry.json.
-_MAX_METADATA_OPENS = 4
+_MAX_METADATA_OPENS = 3
+#: The facts files it reads: the main one and the program's shard.
+_MAX_FACTS_OPENS = 2
 
 
 @pytest.mark.parametrize("example, backend", [("axpy", "gtfn_cpu"), ("edge_diff", "roundtrip")])
@@ -117,8 +119,10 @@ def test_a_hit_lists_no_folder_opens_no_index_and_imports_no_maintenance_code(
     assert report["sqlite"] == 0, "a hit never opens the index"
     entry = compiled_store.variant(example, backend).key
     payload_opens = [p for p in in_store["open"] if f"/{entry}/" in p and not p.endswith("/entry.json")]
-    metadata_opens = [p for p in in_store["open"] if p not in payload_opens]
+    facts_opens = [p for p in in_store["open"] if "/facts/" in p]
+    metadata_opens = [p for p in in_store["open"] if p not in payload_opens and p not in facts_opens]
     assert len(metadata_opens) <= _MAX_METADATA_OPENS, metadata_opens
+    assert len(facts_opens) <= _MAX_FACTS_OPENS and len(set(facts_opens)) == len(facts_opens), facts_opens
     assert payload_opens, "the payload is checked against its checksums before loading"
     ours = sorted(set(report["modules"]) - gt4py_alone)
     assert ours == [], "imported on the hit path: " + ", ".join(ours)

@@ -3,10 +3,13 @@
 A fresh process would otherwise pay for them on its first hit: the backend's
 configuration fingerprint (gt4py's fingerprinting walks the whole toolchain, 1-4 ms)
 and the installed distributions' versions (one listing per ``sys.path`` folder).
-They live in ``facts/<environment>.json`` (``Store.read_facts`` / ``write_facts``), where
-``<environment>`` digests what could make them differ: the versions of gtcache, gt4py
-and Python, the interpreter, and the identity (size, modification time, inode) of the
-code that computes them (gt4py's ``fingerprinting``, gtcache's ``_compat`` and this file).
+They live in ``facts/<environment>.json`` and its shards ``facts/<environment>-<xx>.json``
+(``Store.read_facts`` / ``write_facts``), where ``<environment>`` digests what could make
+them differ: the versions of gtcache, gt4py and Python, the interpreter, and the identity
+(size, modification time, inode) of the code that computes them (gt4py's
+``fingerprinting``, gtcache's ``_compat`` and this file). The main file holds the backend
+fingerprints and the versions; a program's definitions and sources are in the shard named
+by the first two hex digits of ``shard_of`` its source file, read when first needed.
 
 Each fact is checked before use, never trusted over correctness:
 
@@ -22,11 +25,14 @@ Each fact is checked before use, never trusted over correctness:
   known of the functions in it, by ``<first line>:<qualified name>``: the digest of their
   text, and the names they read (see ``definition.py``). One key per file, not per
   function: a fresh process digests a file's identity once.
+- a program's definitions and sources are in the shard of its own source file's name
+  (``shard_of``), so its first hit reads one shard (a function called by programs in
+  several files is in each of their shards).
 - ``versions`` is kept with the identity (device, inode, modification and change time)
   of every ``sys.path`` folder: installing or removing a distribution changes its folder.
 
 With ``GTCACHE_SELF_CHECK=1`` every fact read is computed as well and compared: a
-difference is a warning, and the computed value is used. The file is a hint: it may be
+difference is a warning, and the computed value is used. The files are a hint: any may be
 deleted at any time, and a damaged one is ignored and rewritten.
 """
 
@@ -48,17 +54,23 @@ from gtcache.keys import canonical_bytes, digest
 from gtcache.store import Store
 
 __all__ = [
-    "Facts", "active", "active_store", "backend_config", "content_key", "flush", "remember_versions", "source_file_key",
+    "Facts", "active", "active_store", "backend_config", "content_key", "flush", "remember_versions", "shard_of", "source_file_key",
     "source_unchanged", "use",
 ]
 
 _FORMAT = "gtcache-facts"
 _VERSION = 3
-#: At most this many backend / definition fingerprints, and source files, per facts file
-#: (any beyond are recomputed).
+#: Definition fingerprints and source facts are kept in shards (``facts/<environment>-<xx>.json``,
+#: 256 of them): those of a program in the one named by the first two hex digits of
+#: ``shard_of`` its source file (see ``definition.py``). A program's first hit reads that shard, never every
+#: fact of a model (megabytes for a large one, tens of milliseconds to parse). Backend
+#: fingerprints and versions, few, are in the main file.
+_SHARD_DIGITS = 2
+#: At most this many backend fingerprints, and per shard definition fingerprints and source
+#: files (any beyond are recomputed; 65,536 definitions and 16,384 files in all).
 _MAX_BACKENDS = 64
-_MAX_DEFINITIONS = 4096
-_MAX_SOURCE_FILES = 1024
+_MAX_DEFINITIONS_PER_SHARD = 256
+_MAX_SOURCE_FILES_PER_SHARD = 64
 #: A file changed less than this many seconds ago is not described in the facts: an edit in
 #: the same tick of the file system's clock, of the same size, would not show (ccache's rule).
 _TOO_RECENT = 2.0
@@ -111,7 +123,9 @@ def remember_versions() -> None:
 
 
 class Facts:
-    """The facts file of this environment in one store; written when a fact is new."""
+    """The facts files of this environment in one store: the main file, read when the facts
+    are used, and the shards, each read when a fact in it is first asked for; a file is
+    written when a fact in it is new."""
 
     def __init__(self, store: Store, *, verify: bool = False, warn: Callable[[str], None] | None = None):
         self.store = store
@@ -120,21 +134,17 @@ class Facts:
         self._lock = threading.Lock()
         self.environment = _environment()
         self.backends: dict[str, str] = {}
-        self.definitions: dict[str, str] = {}
-        self.sources: dict[str, dict[str, dict[str, Any]]] = {}
         self.path: str | None = None
         self.versions: dict[str, str] | None = None
+        self._shards: dict[str, _Shard] = {}
         self._path_now: str | None = None
         self._remembered = False
-        self._dirty = False
+        #: The files with facts not written yet: ``""`` the main one, else a shard's name.
+        self._dirty: set[str] = set()
         self._saved_at = float("-inf")
-        data = store.read_facts(self.environment)
-        if data is not None and data.get("format") == _FORMAT and data.get("version") == _VERSION:
+        data = _ours(store.read_facts(self.environment))
+        if data is not None:
             self.backends = _str_map(data.get("backend_config"))
-            self.definitions = _str_map(data.get("definitions"))
-            sources = data.get("sources")
-            if isinstance(sources, dict):  # (each function's entry is checked when used)
-                self.sources = {k: v for k, v in sources.items() if isinstance(k, str) and isinstance(v, dict)}
             self.versions = _str_map(data.get("versions")) if isinstance(data.get("path"), str) else None
             self.path = data.get("path") if self.versions is not None else None
 
@@ -153,40 +163,47 @@ class Facts:
             self._report(f"the stored fingerprint of backend '{getattr(backend, 'name', '?')}' is {known!r},"
                          f" computing it gives {fingerprint!r}")
         if known is None:
-            self._put(self.backends, key, fingerprint, _MAX_BACKENDS)
+            self._put(self.backends, key, fingerprint, _MAX_BACKENDS, "")
         return fingerprint
 
     # -- definition fingerprints --------------------------------------------------------
 
-    def definition(self, key: str) -> str | None:
-        """The stored fingerprint of the definition content ``key`` (see ``definition.py``)."""
-        return None if self.verify else self.definitions.get(key)
+    def definition(self, shard: str, key: str) -> str | None:
+        """The stored fingerprint of the definition content ``key`` (see ``definition.py``), in
+        the shard ``shard`` names (``shard_of`` the definition's source file)."""
+        return None if self.verify else self._shard(shard).definitions.get(key)
 
-    def remember_definition(self, key: str, fingerprint: str) -> None:
-        known = self.definitions.get(key)
+    def remember_definition(self, shard_key: str, key: str, fingerprint: str) -> None:
+        shard = self._shard(shard_key)
+        known = shard.definitions.get(key)
         if known is not None and known != fingerprint:  # only when verifying
             self._report(f"the stored fingerprint of a definition is {known!r}, computing it gives {fingerprint!r}")
         if known != fingerprint:
-            self._put(self.definitions, key, fingerprint, _MAX_DEFINITIONS)
+            self._put(shard.definitions, key, fingerprint, _MAX_DEFINITIONS_PER_SHARD, shard.name)
 
     # -- source texts -------------------------------------------------------------------
 
-    def source(self, file_key: str, name: str) -> dict[str, Any] | None:
+    def source(self, shard: str, file_key: str, name: str) -> dict[str, Any] | None:
         """What is stored of the function ``name`` (``<first line>:<qualified name>``) in the
-        source file ``file_key`` names (see ``source_file_key``): the ``digest`` of its text,
-        and when they were needed the attribute ``chains`` it reads and the ``globals`` gt4py
-        finds in it (see ``definition.py``)."""
-        value = None if self.verify else self.sources.get(file_key, {}).get(name)
+        source file ``file_key`` names (see ``source_file_key``), in the shard of ``shard``:
+        the ``digest`` of its text, and when they were needed the attribute ``chains`` it
+        reads and the ``globals`` gt4py finds in it (see ``definition.py``)."""
+        value = None if self.verify else self._shard(shard).sources.get(file_key, {}).get(name)
         return value if isinstance(value, dict) and isinstance(value.get("digest"), str) else None
 
-    def remember_source(self, file_key: str, name: str, value: dict[str, Any]) -> None:
-        functions = self.sources.get(file_key, {})
+    def remember_source(self, shard_key: str, file_key: str, name: str, value: dict[str, Any]) -> None:
+        shard = self._shard(shard_key)
+        functions = shard.sources.get(file_key, {})
         known = functions.get(name)
         if known is not None and known.get("digest") != value.get("digest"):  # only when verifying
             self._report(f"the stored digest of a source text is {known.get('digest')!r},"
                          f" reading it gives {value.get('digest')!r}")
         if known != value:
-            self._put(self.sources, file_key, {**functions, name: value}, _MAX_SOURCE_FILES)
+            self._put(shard.sources, file_key, {**functions, name: value}, _MAX_SOURCE_FILES_PER_SHARD, shard.name)
+
+    def source_files(self) -> int:
+        """How many source files the shards read or written in this process describe."""
+        return sum(len(shard.sources) for shard in self._shards.values())
 
     # -- installed versions -------------------------------------------------------------
 
@@ -206,23 +223,34 @@ class Facts:
             self._report("the stored distribution versions differ from the installed ones")
         if self.path != path or self.versions != listed:
             self.path, self.versions = path, listed
-            self._save()
+            self._save("")
 
-    # -- the file -----------------------------------------------------------------------
+    # -- the files ----------------------------------------------------------------------
 
-    def _put(self, table: dict[str, Any], key: str, value: Any, limit: int) -> None:
-        """Keep a new fact (the oldest of its kind out when there are ``limit``) and save."""
+    def _shard(self, key: str) -> _Shard:
+        """The shard the hex digest ``key`` names, read from its file the first time."""
+        name = key[:_SHARD_DIGITS]
+        shard = self._shards.get(name)
+        if shard is None:
+            shard = _Shard(name, _ours(self.store.read_facts(f"{self.environment}-{name}")))
+            with self._lock:
+                shard = self._shards.setdefault(name, shard)
+        return shard
+
+    def _put(self, table: dict[str, Any], key: str, value: Any, limit: int, file: str) -> None:
+        """Keep a new fact (the oldest of its table out when there are ``limit``) and save."""
         with self._lock:
             if key not in table and len(table) >= limit:
                 table.pop(next(iter(table)))
             table[key] = value
-        self._save()
+        self._save(file)
 
-    def _save(self) -> None:
-        """Write the file now if it was not written in the last ``_SAVE_EVERY`` seconds, else at
-        the next fact after that or at ``flush`` (at exit): the first process of an
-        environment learns hundreds of facts, and each write is of the whole file."""
-        self._dirty = True
+    def _save(self, file: str) -> None:
+        """Write the facts now if they were not written in the last ``_SAVE_EVERY`` seconds,
+        else at the next fact after that or at ``flush`` (at exit): the first process of an
+        environment learns hundreds of facts, and each write is of a whole file."""
+        with self._lock:
+            self._dirty.add(file)
         if time.monotonic() - self._saved_at >= _SAVE_EVERY:
             self.flush()
 
@@ -231,17 +259,18 @@ class Facts:
         with self._lock:
             if not self._dirty:
                 return
-            self._dirty, self._saved_at = False, time.monotonic()
-            value = {
-                "format": _FORMAT, "version": _VERSION, "gtcache": __version__,
-                "backend_config": dict(self.backends), "definitions": dict(self.definitions),
-                "sources": dict(self.sources),
-                "path": self.path, "versions": self.versions,
+            files, self._dirty, self._saved_at = self._dirty, set(), time.monotonic()
+            header = {"format": _FORMAT, "version": _VERSION, "gtcache": __version__}
+            values = {
+                file: {**header, "backend_config": dict(self.backends), "path": self.path, "versions": self.versions}
+                if file == "" else {**header, **self._shards[file].as_json()}
+                for file in files
             }
-        try:
-            self.store.write_facts(self.environment, value)
-        except Exception:  # a hint not written is recomputed by the next process
-            pass
+        for file, value in values.items():
+            try:
+                self.store.write_facts(f"{self.environment}-{file}" if file else self.environment, value)
+            except Exception:  # a hint not written is recomputed by the next process
+                pass
 
     def _report(self, problem: str) -> None:
         """A stored fact that computing contradicts (self-check): a warning; the computed one is used."""
@@ -249,6 +278,28 @@ class Facts:
             self._warn(f"self-check: {problem}")
         else:
             warnings.warn(f"gtcache self-check: {problem} (using the computed value)", UserWarning, stacklevel=3)
+
+
+class _Shard:
+    """The definitions and source files of the programs whose source files' ``shard_of``
+    starts with ``name`` (``facts/<environment>-<name>.json``)."""
+
+    def __init__(self, name: str, data: dict[str, Any] | None):
+        self.name = name
+        self.definitions: dict[str, str] = _str_map(data.get("definitions")) if data is not None else {}
+        sources = data.get("sources") if data is not None else None
+        #: Per file key, its functions (each function's entry is checked when used).
+        self.sources: dict[str, dict[str, Any]] = {
+            k: v for k, v in sources.items() if isinstance(k, str) and isinstance(v, dict)
+        } if isinstance(sources, dict) else {}
+
+    def as_json(self) -> dict[str, Any]:
+        return {"definitions": dict(self.definitions), "sources": dict(self.sources)}
+
+
+def _ours(data: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A facts file's object if it is of this format and version (else it is ignored)."""
+    return data if data is not None and data.get("format") == _FORMAT and data.get("version") == _VERSION else None
 
 
 def content_key(serialized: bytes, modules: frozenset[str]) -> str:
@@ -275,6 +326,17 @@ def source_file_key(filename: str) -> str | None:
 
 
 _file_keys: dict[str, str | None] = {}
+
+
+def shard_of(filename: str) -> str:
+    """The shard of the facts of the programs defined in ``filename``: a digest of its name,
+    not of its identity (an edited file's facts replace the old ones in the same shard)."""
+    if (shard := _shards_of.get(filename)) is None:
+        shard = _shards_of[filename] = digest(filename)
+    return shard
+
+
+_shards_of: dict[str, str] = {}
 
 
 def source_unchanged(filename: str) -> bool:

@@ -23,13 +23,15 @@ the lookup falls back to the build key after lowering. Correctness over speed.
 from __future__ import annotations
 
 import ast
+import contextlib
+import contextvars
 import enum
 import functools
 import inspect
 import sys
 import textwrap
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from gtcache.gt4py import _compat, _facts
@@ -47,26 +49,27 @@ def definition_fingerprint(definition_stage: Any) -> str:
     in this environment: ``_content_key`` serializes what the fingerprinter reads, fast, and
     equal serializations have equal fingerprints.
     """
-    key = _content_key(definition_stage)
-    if key is not None and (known := _fingerprints.get(key)) is not None:
-        return known
-    facts = _facts.active()
-    if key is not None and facts is not None and (stored := facts.definition(key)) is not None:
-        _fingerprints[key] = stored
-        return stored
-    try:
-        fingerprint = str(_fingerprinter(definition_stage))
-    except RecursionError:
-        raise ValueError("the definition's closure is too deep to fingerprint") from None
-    except Exception as error:  # the fingerprinter rejects what it cannot key by content
-        raise ValueError(f"cannot fingerprint the definition by content ({error})") from error
-    if key is not None:
-        if len(_fingerprints) >= _MAX_FINGERPRINTS:
-            _fingerprints.pop(next(iter(_fingerprints)))
-        _fingerprints[key] = fingerprint
-        if facts is not None:
-            facts.remember_definition(key, fingerprint)
-    return fingerprint
+    with _facts_shard(definition_stage) as shard:
+        key = _content_key(definition_stage)
+        if key is not None and (known := _fingerprints.get(key)) is not None:
+            return known
+        facts = _facts.active()
+        if key and facts and shard and (stored := facts.definition(shard, key)) is not None:
+            _fingerprints[key] = stored
+            return stored
+        try:
+            fingerprint = str(_fingerprinter(definition_stage))
+        except RecursionError:
+            raise ValueError("the definition's closure is too deep to fingerprint") from None
+        except Exception as error:  # the fingerprinter rejects what it cannot key by content
+            raise ValueError(f"cannot fingerprint the definition by content ({error})") from error
+        if key is not None:
+            if len(_fingerprints) >= _MAX_FINGERPRINTS:
+                _fingerprints.pop(next(iter(_fingerprints)))
+            _fingerprints[key] = fingerprint
+            if facts is not None and shard is not None:
+                facts.remember_definition(shard, key, fingerprint)
+        return fingerprint
 
 
 #: Fingerprints by ``_content_key`` (this process's; bounded).
@@ -76,8 +79,30 @@ _MAX_FINGERPRINTS = 8192
 
 def _content_key(definition_stage: Any) -> str | None:
     """A digest of everything the fingerprinter reads (None: cannot tell, fingerprint it)."""
-    made = _compat.content_bytes(definition_stage, _REDUCTIONS)
+    with _facts_shard(definition_stage):
+        made = _compat.content_bytes(definition_stage, _REDUCTIONS)
     return None if made is None else _facts.content_key(*made)
+
+
+#: The facts shard of the definition being keyed (``_facts.shard_of`` its source file's
+#: name), where the facts of its functions are kept too, so that a program's first hit reads
+#: one shard of the store's facts; None: no facts are used.
+_shard: contextvars.ContextVar[str | None] = contextvars.ContextVar("gtcache_facts_shard", default=None)
+
+
+@contextlib.contextmanager
+def _facts_shard(definition_stage: Any) -> Iterator[str | None]:
+    """Sets ``_shard`` for the definition (unless set: the same definition, one level up)."""
+    if (shard := _shard.get()) is not None:
+        yield shard
+        return
+    code = getattr(definition_stage.definition, "__code__", None)
+    shard = _facts.shard_of(code.co_filename) if code is not None and _facts.active() else None
+    token = _shard.set(shard)
+    try:
+        yield shard
+    finally:
+        _shard.reset(token)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -154,9 +179,9 @@ def _source(func: types.FunctionType) -> dict[str, Any]:
     code = func.__code__
     if (known := _sources.get(code)) is not None:
         return known
-    facts = _facts.active()
-    key = _facts.source_file_key(code.co_filename) if facts else None
-    value = facts.source(key, _name_in_file(code)) if facts is not None and key is not None else None
+    facts, shard = _facts.active(), _shard.get()
+    key = _facts.source_file_key(code.co_filename) if facts is not None and shard is not None else None
+    value = facts.source(shard, key, _name_in_file(code)) if facts is not None and shard and key else None
     if value is None:
         value = {"digest": digest(_source_text(code, func))}
         _remember_source(func, key, value)
@@ -211,11 +236,12 @@ def _name_in_file(code: types.CodeType) -> str:
 
 
 def _remember_source(func: types.FunctionType, file_key: str | None, value: dict[str, Any]) -> None:
-    """Keep ``value`` in the facts, if its file has not changed since ``file_key`` was made of it."""
-    facts = _facts.active()
+    """Keep ``value`` in the facts (the definition's shard), if its file has not changed since
+    ``file_key`` was made of it."""
+    facts, shard = _facts.active(), _shard.get()
     code = func.__code__
-    if facts is not None and file_key is not None and _facts.source_unchanged(code.co_filename):
-        facts.remember_source(file_key, _name_in_file(code), value)
+    if facts is not None and shard is not None and file_key is not None and _facts.source_unchanged(code.co_filename):
+        facts.remember_source(shard, file_key, _name_in_file(code), value)
 
 
 def _refuse_module(module: types.ModuleType) -> Any:

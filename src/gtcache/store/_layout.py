@@ -16,6 +16,7 @@ __all__ = [
     "ENTRY_FILE",
     "ENTRY_PATH_PATTERN",
     "FACTS_DIR",
+    "FACTS_NAME_PATTERN",
     "FIXED_DIRS",
     "INDEX_DIR",
     "KEY_PATTERN",
@@ -47,8 +48,11 @@ QUARANTINE_DIR = "quarantine"
 LEDGER_DIR = "ledger"
 LOCKS_DIR = "locks"
 #: Facts about an environment that are slow to compute and change only with files
-#: (``facts/<environment digest>.json``): a hint, never the truth; any of them may be deleted.
+#: (``facts/<environment digest>.json`` and its shards ``facts/<environment digest>-<xx>.json``):
+#: a hint, never the truth; any of them may be deleted.
 FACTS_DIR = "facts"
+#: The name of a facts file, without ``.json``.
+FACTS_NAME_PATTERN = re.compile(r"^[0-9a-f]{32}(-[0-9a-f]{2})?$")
 CONFIG_FILE = "gtcache.toml"
 INDEX_DIR = "index"
 ENTRY_FILE = "entry.json"

@@ -209,12 +209,13 @@ class Store:
     # -- environment facts (a hint: see FACTS_DIR) ---------------------------------------
 
     def read_facts(self, name: str) -> dict[str, Any] | None:
-        """The JSON object of ``facts/<name>.json``; None when absent, unreadable, untrusted
-        or not an object. Never raises: whoever uses a fact checks it (or recomputes it)."""
-        if not _layout.is_key(name):
+        """The JSON object of ``facts/<name>.json`` (``name``: ``_layout.FACTS_NAME_PATTERN``);
+        None when absent, unreadable, untrusted or not an object. Never raises: whoever uses a
+        fact checks it (or recomputes it)."""
+        if not _layout.FACTS_NAME_PATTERN.fullmatch(name):
             return None
         try:
-            fd, st = _files.open_regular(f"{self.root}/{_layout.FACTS_DIR}/{name}.json")
+            fd, st = _files.open_regular(f"{self._root}/{_layout.FACTS_DIR}/{name}.json")
             try:
                 data = _read_fd(fd, st.st_size)
             finally:
@@ -229,7 +230,7 @@ class Store:
     def write_facts(self, name: str, value: Mapping[str, Any]) -> None:
         """Replace ``facts/<name>.json`` atomically (not fsynced: a lost file is recomputed).
         Does nothing in a read-only store or one with an unsafe fixed folder."""
-        if not _layout.is_key(name) or self.read_only or self.unsafe_folders():
+        if not _layout.FACTS_NAME_PATTERN.fullmatch(name) or self.read_only or self.unsafe_folders():
             return
         folder = self.root / _layout.FACTS_DIR
         self.modes.make_folder(folder)
