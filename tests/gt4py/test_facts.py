@@ -399,8 +399,10 @@ sys.addaudithook(lambda event, args: event == "open" and "/facts/" in str(args[0
                  and opened.append(str(args[0]).rsplit("/", 1)[1]))
 _facts.use(gtcache.open_store(sys.argv[1]))
 at_use = list(opened)
-definition.definition_fingerprint(examples.EXAMPLES[sys.argv[2]].program.definition_stage)
-print("RESULT " + json.dumps({"at_use": at_use, "then": opened[len(at_use):]}))
+stage = examples.EXAMPLES[sys.argv[2]].program.definition_stage
+definition.definition_fingerprint(stage)
+shard = _facts.shard_of(stage.definition.__code__.co_filename)[:2]
+print("RESULT " + json.dumps({"at_use": at_use, "then": opened[len(at_use):], "shard": shard}))
 """
 
 
@@ -415,10 +417,10 @@ def test_a_process_reads_the_main_facts_file_and_only_the_shard_its_program_need
         out = run_python(LAZY, str(store), example)
         return json.loads(next(line for line in out.splitlines() if line.startswith("RESULT ")).removeprefix("RESULT "))  # type: ignore[no-any-return]
 
-    run("edge_diff")  # learns and writes the facts (no backend, no versions: no main file)
+    first = run("edge_diff")  # learns and writes the facts (no backend, no versions: no main file)
     written = sorted(path.name for path in shard_files(store))
-    assert len(written) == 1, written  # the definition and every function it calls
     environment = written[0].split("-")[0]
+    assert written == [f"{environment}-{first['shard']}.json"], written  # the definition and all it calls
     again = run("edge_diff")
     assert again["at_use"] == [f"{environment}.json"], again  # no shard yet
     assert again["then"] == written, again  # its shard, once; no other
@@ -428,3 +430,25 @@ def test_a_process_reads_the_main_facts_file_and_only_the_shard_its_program_need
         if not shard.exists():
             shard.write_text("{not read")
     assert run("edge_diff")["then"] == written
+
+
+def test_a_damaged_source_fact_is_replaced_not_kept(tmp_path: pathlib.Path) -> None:
+    """A function's entry in a shard that is not an object with a digest is ignored, read
+    afresh and replaced: the next process reads no source text again."""
+    store, code = tmp_path / "store", tmp_path / "code"
+    code.mkdir()
+    (code / "ops_for_facts.py").write_text(OPS.format(factor=2.0))
+    time.sleep(_facts._TOO_RECENT + 0.1)
+
+    def run() -> dict:
+        out = run_python(SOURCE, str(store), str(code), "plain")
+        return json.loads(next(line for line in out.splitlines() if line.startswith("RESULT ")).removeprefix("RESULT "))  # type: ignore[no-any-return]
+
+    first = run()
+    [(file_key, (shard, functions))] = stored(store, "sources").items()
+    [name] = functions  # type: ignore[misc]
+    plant(shard, "sources", file_key, {name: "damaged"})
+    damaged = run()
+    assert damaged["source_read"] and damaged["used"] == first["used"] and not damaged["warnings"], damaged
+    assert stored(store, "sources")[file_key][1] == functions, "replaced by what reading gives"
+    assert not run()["source_read"]

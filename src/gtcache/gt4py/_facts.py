@@ -67,10 +67,12 @@ _VERSION = 3
 #: fingerprints and versions, few, are in the main file.
 _SHARD_DIGITS = 2
 #: At most this many backend fingerprints, and per shard definition fingerprints and source
-#: files (any beyond are recomputed; 65,536 definitions and 16,384 files in all).
+#: files (any beyond are recomputed; 131,072 definitions and 32,768 files in all). A shard
+#: holds the programs of the files whose names it is named by: all variants of a file's
+#: programs and every file they reach must fit, or the oldest are recomputed each run.
 _MAX_BACKENDS = 64
-_MAX_DEFINITIONS_PER_SHARD = 256
-_MAX_SOURCE_FILES_PER_SHARD = 64
+_MAX_DEFINITIONS_PER_SHARD = 512
+_MAX_SOURCE_FILES_PER_SHARD = 128
 #: A file changed less than this many seconds ago is not described in the facts: an edit in
 #: the same tick of the file system's clock, of the same size, would not show (ccache's rule).
 _TOO_RECENT = 2.0
@@ -188,18 +190,17 @@ class Facts:
         source file ``file_key`` names (see ``source_file_key``), in the shard of ``shard``:
         the ``digest`` of its text, and when they were needed the attribute ``chains`` it
         reads and the ``globals`` gt4py finds in it (see ``definition.py``)."""
-        value = None if self.verify else self._shard(shard).sources.get(file_key, {}).get(name)
-        return value if isinstance(value, dict) and isinstance(value.get("digest"), str) else None
+        return None if self.verify else _function_facts(self._shard(shard).sources.get(file_key, {}).get(name))
 
     def remember_source(self, shard_key: str, file_key: str, name: str, value: dict[str, Any]) -> None:
         shard = self._shard(shard_key)
-        functions = shard.sources.get(file_key, {})
-        known = functions.get(name)
-        if known is not None and known.get("digest") != value.get("digest"):  # only when verifying
-            self._report(f"the stored digest of a source text is {known.get('digest')!r},"
+        # A damaged entry (planted, or from a bug) is replaced like a missing one.
+        known = _function_facts(shard.sources.get(file_key, {}).get(name))
+        if known is not None and known["digest"] != value.get("digest"):  # only when verifying
+            self._report(f"the stored digest of a source text is {known['digest']!r},"
                          f" reading it gives {value.get('digest')!r}")
         if known != value:
-            self._put(shard.sources, file_key, {**functions, name: value}, _MAX_SOURCE_FILES_PER_SHARD, shard.name)
+            self._put(shard.sources, file_key, {name: value}, _MAX_SOURCE_FILES_PER_SHARD, shard.name, merge=True)
 
     def source_files(self) -> int:
         """How many source files the shards read or written in this process describe."""
@@ -237,12 +238,14 @@ class Facts:
                 shard = self._shards.setdefault(name, shard)
         return shard
 
-    def _put(self, table: dict[str, Any], key: str, value: Any, limit: int, file: str) -> None:
-        """Keep a new fact (the oldest of its table out when there are ``limit``) and save."""
+    def _put(self, table: dict[str, Any], key: str, value: Any, limit: int, file: str, merge: bool = False) -> None:
+        """Keep a new fact (the oldest of its table out when there are ``limit``; ``merge``: add
+        ``value``'s items to the dict there, in the lock, for threads keeping facts of one file)
+        and save."""
         with self._lock:
             if key not in table and len(table) >= limit:
                 table.pop(next(iter(table)))
-            table[key] = value
+            table[key] = {**table.get(key, {}), **value} if merge else value
         self._save(file)
 
     def _save(self, file: str) -> None:
@@ -297,6 +300,11 @@ class _Shard:
         return {"definitions": dict(self.definitions), "sources": dict(self.sources)}
 
 
+def _function_facts(value: Any) -> dict[str, Any] | None:
+    """A function's stored source facts if they are an object with a ``digest`` (else: none)."""
+    return value if isinstance(value, dict) and isinstance(value.get("digest"), str) else None
+
+
 def _ours(data: dict[str, Any] | None) -> dict[str, Any] | None:
     """A facts file's object if it is of this format and version (else it is ignored)."""
     return data if data is not None and data.get("format") == _FORMAT and data.get("version") == _VERSION else None
@@ -330,7 +338,8 @@ _file_keys: dict[str, str | None] = {}
 
 def shard_of(filename: str) -> str:
     """The shard of the facts of the programs defined in ``filename``: a digest of its name,
-    not of its identity (an edited file's facts replace the old ones in the same shard)."""
+    not of its identity (an edited file's facts go to the same shard, where the old ones
+    stay until the shard's caps push them out)."""
     if (shard := _shards_of.get(filename)) is None:
         shard = _shards_of[filename] = digest(filename)
     return shard
