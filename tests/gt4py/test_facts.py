@@ -8,6 +8,7 @@ Each process here is fresh (``run_python``): what one process stores, the next r
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import time
 
@@ -452,3 +453,69 @@ def test_a_damaged_source_fact_is_replaced_not_kept(tmp_path: pathlib.Path) -> N
     assert damaged["source_read"] and damaged["used"] == first["used"] and not damaged["warnings"], damaged
     assert stored(store, "sources")[file_key][1] == functions, "replaced by what reading gives"
     assert not run()["source_read"]
+
+
+def test_a_process_that_writes_facts_removes_other_environments_old_ones_at_exit(tmp_path: pathlib.Path) -> None:
+    """Every upgrade of gtcache or gt4py (another environment digest) leaves a main file and
+    up to 256 shards nothing reads again: a process that writes facts removes, at its exit,
+    those of other environments not written for ``_SWEEP_AFTER``. Its own environment's,
+    recent ones, folders and what a symlink points at stay; a process that wrote nothing
+    lists nothing."""
+    store = tmp_path / "store"
+    folder = store / "facts"
+    folder.mkdir(parents=True)
+    outside = tmp_path / "outside.json"
+    outside.write_text("{}")
+    long_ago = time.time() - _facts._SWEEP_AFTER - 3600
+    recently = time.time() - _facts._SWEEP_AFTER + 3600
+
+    def planted(name: str, when: float, kind: str = "file") -> pathlib.Path:
+        path = folder / name
+        if kind == "file":
+            path.write_text("{}")
+        elif kind == "link":
+            path.symlink_to(outside)
+        else:
+            path.mkdir()
+        os.utime(path, (when, when), follow_symlinks=False)
+        return path
+
+    other, recent = "a" * 32, "b" * 32
+    old = [planted(f"{other}.json", long_ago), planted(f"{other}-3f.json", long_ago),
+           planted(f".{other}.json.tmp-x1", long_ago), planted(f"{other}-00.json", long_ago, "link")]
+    kept = [planted(f"{recent}.json", recently), planted(f"{other}-folder", long_ago, "folder")]
+    child(store)  # learns the backends' fingerprints: writes its main file
+    [mine] = [path for path in facts_files(store) if path.stem not in (other, recent)]
+    assert not [path for path in old if os.path.lexists(path)], sorted(os.listdir(folder))
+    assert all(path.exists() for path in kept) and outside.exists()
+    # Its own environment's files stay however old; a process that writes nothing sweeps nothing.
+    own_shard = planted(f"{mine.stem}-7f.json", long_ago)
+    os.utime(mine, (long_ago, long_ago))
+    again = [planted(f"{other}.json", long_ago)]
+    child(store)
+    assert own_shard.exists() and mine.exists() and all(path.exists() for path in again)
+    child(store, GT4PY_CMAKE_BUILD_TYPE="debug")  # new fingerprints: writes, then sweeps
+    assert own_shard.exists() and mine.exists() and not any(path.exists() for path in again)
+
+
+def test_a_facts_file_too_large_or_nested_too_deep_is_ignored(tmp_path: pathlib.Path) -> None:
+    """``read_facts`` checks size and owner before it reads, and a JSON nested past Python's
+    recursion limit is a damaged file like any other (ignored and rewritten), not a crash."""
+    from gtcache.store import _layout
+
+    store = tmp_path / "store"
+    child(store)
+    [facts] = facts_files(store)
+    good = facts.read_text()
+    facts.write_text("[" * 100_000 + "]" * 100_000)
+    again = child(store)
+    assert all(b["used"] == b["computed"] for b in again["backends"].values())
+    assert json.loads(facts.read_text())["backend_config"] == json.loads(good)["backend_config"]
+    # Larger than the cap: not read (a planted fingerprint in it is not used).
+    data = json.loads(good)
+    data["backend_config"] = {key: "planted" for key in data["backend_config"]}
+    data["padding"] = "x" * _layout.FACTS_MAX_BYTES
+    facts.write_text(json.dumps(data))
+    big = child(store)
+    assert all(b["used"] == b["computed"] != "planted" for b in big["backends"].values()), big
+    assert facts.stat().st_size < _layout.FACTS_MAX_BYTES  # rewritten from what was computed

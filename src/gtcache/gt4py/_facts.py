@@ -81,6 +81,10 @@ _TOO_RECENT = 2.0
 _STARTED = time.time()
 #: At most one write of the file per this many seconds (and one at the end: ``flush``).
 _SAVE_EVERY = 2.0
+#: Facts files of other environments (an older gtcache or gt4py, another venv) not written
+#: for this long are removed by a process that wrote facts, at its exit (``Store.sweep_facts``):
+#: nothing reads them after an upgrade. One still in use loses only hints, recomputed.
+_SWEEP_AFTER = 30 * 24 * 3600.0
 
 _active: Facts | None = None
 
@@ -111,11 +115,19 @@ def backend_config(backend: Any) -> str:
     return facts.backend_config(backend)
 
 
-@atexit.register
 def flush() -> None:
     """Write the active facts not written yet (at exit, and when other facts are used)."""
     if _active is not None:
         _active.flush()
+
+
+@atexit.register
+def _at_exit() -> None:
+    """The last write; then, if this process wrote facts (the first of a new environment
+    does), the old facts of other environments go (off the hot path: it lists a folder)."""
+    if _active is not None:
+        _active.flush()
+        _active.sweep()
 
 
 def remember_versions() -> None:
@@ -144,6 +156,7 @@ class Facts:
         #: The files with facts not written yet: ``""`` the main one, else a shard's name.
         self._dirty: set[str] = set()
         self._saved_at = float("-inf")
+        self._wrote = False
         data = _ours(store.read_facts(self.environment))
         if data is not None:
             self.backends = _str_map(data.get("backend_config"))
@@ -272,8 +285,16 @@ class Facts:
         for file, value in values.items():
             try:
                 self.store.write_facts(f"{self.environment}-{file}" if file else self.environment, value)
+                self._wrote = True
             except Exception:  # a hint not written is recomputed by the next process
                 pass
+
+    def sweep(self) -> None:
+        """Remove other environments' facts files not written for ``_SWEEP_AFTER`` (once, and
+        only in a process that wrote facts: a process that learned nothing lists nothing)."""
+        if self._wrote:
+            self._wrote = False
+            self.store.sweep_facts(self.environment, _SWEEP_AFTER)
 
     def _report(self, problem: str) -> None:
         """A stored fact that computing contradicts (self-check): a warning; the computed one is used."""

@@ -53,6 +53,8 @@ LOCKS_DIR = "locks"
 FACTS_DIR = "facts"
 #: The name of a facts file, without ``.json``.
 FACTS_NAME_PATTERN = re.compile(r"^[0-9a-f]{32}(-[0-9a-f]{2})?$")
+#: A larger facts file is not read (the hook's caps keep a shard under about 2 MB).
+FACTS_MAX_BYTES = 16 * 1024 * 1024
 CONFIG_FILE = "gtcache.toml"
 INDEX_DIR = "index"
 ENTRY_FILE = "entry.json"

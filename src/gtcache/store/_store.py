@@ -19,6 +19,7 @@ import json
 import os
 import pathlib
 import stat
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -217,13 +218,16 @@ class Store:
         try:
             fd, st = _files.open_regular(f"{self._root}/{_layout.FACTS_DIR}/{name}.json")
             try:
-                data = _read_fd(fd, st.st_size)
+                # Who wrote it and how big it is, before a byte is read.
+                if st.st_size > _layout.FACTS_MAX_BYTES or (
+                    self.trust is not None and self.trust.file_problem(_layout.FACTS_DIR, st)
+                ):
+                    return None
+                data = _read_fd(fd, st.st_size, _layout.FACTS_MAX_BYTES)
             finally:
                 os.close(fd)
-            if self.trust is not None and self.trust.file_problem(_layout.FACTS_DIR, st):
-                return None
             value = json.loads(data)
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # RecursionError: nested too deep for json
             return None
         return value if isinstance(value, dict) else None
 
@@ -236,6 +240,35 @@ class Store:
         self.modes.make_folder(folder)
         _files.atomic_write_text(folder / f"{name}.json", json.dumps(value, sort_keys=True), durable=False,
                                  mode=self.modes.file)
+
+    def sweep_facts(self, keep: str, older_than: float) -> int:
+        """Remove the facts files (and anything else but folders) in ``facts/`` whose names do
+        not start with ``keep`` (an environment digest) and that were last written more than
+        ``older_than`` seconds ago: the facts of other environments, which nothing reads once
+        gtcache or gt4py is upgraded. Returns how many were removed; never raises (a hint left
+        behind costs a few kB). Nothing is followed: a symlink is unlinked itself."""
+        if self.read_only or self.unsafe_folders():
+            return 0
+        removed = 0
+        cutoff = time.time() - older_than
+        try:
+            folder = os.open(self.root / _layout.FACTS_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            return 0
+        try:
+            for name in os.listdir(folder):
+                if name.startswith(keep):
+                    continue
+                with contextlib.suppress(OSError):
+                    st = os.stat(name, dir_fd=folder, follow_symlinks=False)
+                    if not stat.S_ISDIR(st.st_mode) and st.st_mtime < cutoff:
+                        os.unlink(name, dir_fd=folder)
+                        removed += 1
+        except OSError:
+            pass
+        finally:
+            os.close(folder)
+        return removed
 
     def link_direct(self, direct_key: str, build_key: str) -> None:
         """Record that ``direct_key`` names the entry ``build_key`` (atomic; last writer wins)."""
@@ -645,11 +678,15 @@ def _read_record(path: pathlib.Path) -> EntryRecord:
     return EntryRecord.loads(_files.read_regular(path / _layout.ENTRY_FILE))
 
 
-def _read_fd(fd: int, size: int) -> bytes:
-    """All of an open file's bytes (``size``: what ``fstat`` said; it may have grown)."""
-    chunks = []
+def _read_fd(fd: int, size: int, limit: int | None = None) -> bytes:
+    """All of an open file's bytes (``size``: what ``fstat`` said; it may have grown);
+    ``ValueError`` when it grew past ``limit``."""
+    chunks, total = [], 0
     while chunk := os.read(fd, max(size, 4096) + 1):
         chunks.append(chunk)
+        total += len(chunk)
+        if limit is not None and total > limit:
+            raise ValueError(f"more than {limit} bytes")
     return b"".join(chunks)
 
 
