@@ -175,7 +175,10 @@ def render(rows: list[dict[str, Any]], start: dict[str, float], many: dict[str, 
         f" processes ({GTFN_PAIRS} for gtfn's hits and bare loads, {DACE_PAIRS} for dace's; a hit and a bare load are taken in"
         " turn); milliseconds from `Program.compile(...)` to the end of"
         " `wait_for_compilation()` (interpreter start-up and imports excluded: they are the"
-        " same in every column).",
+        " same in every column). Every process runs `python -O`, as gt4py asks, with the"
+        " installed packages byte-compiled for it (`make bench` does that: pip writes only the"
+        " plain `.pyc` files, and a module imported during a call was otherwise compiled from"
+        " source in each process).",
         "",
         "## First call of one program variant",
         "",
@@ -304,12 +307,23 @@ def render(rows: list[dict[str, Any]], start: dict[str, float], many: dict[str, 
         "tasks and configuration) were half of the install; they are `gtcache._frozen.Frozen`",
         "classes now, made in microseconds (`test_hot_path` fails on a data class). The ratio",
         "of whole `import gt4py.next` runs is within the spread of gt4py's own 1.8-2.5 s. A dace",
-        "hit's own share is about 2 ms of 150-450 ms: inside one process a hit is within a few",
-        "per cent of its own load; across processes, a hit and a bare load differ by the spread",
-        "of dace's parse of the SDFG (hits and bare loads of one entry, taken in turn).",
+        f"hit's own share is {_span(r['gtcache_own'] for r in rows if r['backend'] == 'dace_cpu')} ms of"
+        f" {_span(r['load_in_hit'] for r in rows if r['backend'] == 'dace_cpu')} ms (the same steps",
+        "as gtfn's, and the CPU's features: dace builds with `-march=native`); across processes, a",
+        "hit and a bare load also differ by the spread of dace's parse of the SDFG (hits and bare",
+        "loads of one entry, taken in turn).",
         "",
     ]
     return "\n".join(lines)
+
+
+def _span(values: Any) -> str:
+    """``a-b`` (or ``a`` alone) of the values, to one decimal."""
+    values = sorted(values)
+    if not values:
+        return "-"
+    low, high = f"{values[0]:.1f}", f"{values[-1]:.1f}"
+    return low if low == high else f"{low}-{high}"
 
 
 def _parts_table(rows: list[dict[str, Any]]) -> list[str]:
