@@ -458,9 +458,9 @@ def test_a_damaged_source_fact_is_replaced_not_kept(tmp_path: pathlib.Path) -> N
 def test_a_process_that_writes_facts_removes_other_environments_old_ones_at_exit(tmp_path: pathlib.Path) -> None:
     """Every upgrade of gtcache or gt4py (another environment digest) leaves a main file and
     up to 256 shards nothing reads again: a process that writes facts removes, at its exit,
-    those of other environments not written for ``_SWEEP_AFTER``. Its own environment's,
-    recent ones, folders and what a symlink points at stay; a process that wrote nothing
-    lists nothing."""
+    those of other environments unused for ``_SWEEP_AFTER``, at most once a day (the main
+    file says when). Its own environment's, recently written or read ones, folders and what
+    a symlink points at stay; a process that wrote nothing lists nothing."""
     store = tmp_path / "store"
     folder = store / "facts"
     folder.mkdir(parents=True)
@@ -469,7 +469,7 @@ def test_a_process_that_writes_facts_removes_other_environments_old_ones_at_exit
     long_ago = time.time() - _facts._SWEEP_AFTER - 3600
     recently = time.time() - _facts._SWEEP_AFTER + 3600
 
-    def planted(name: str, when: float, kind: str = "file") -> pathlib.Path:
+    def planted(name: str, when: float, kind: str = "file", read: float | None = None) -> pathlib.Path:
         path = folder / name
         if kind == "file":
             path.write_text("{}")
@@ -477,25 +477,35 @@ def test_a_process_that_writes_facts_removes_other_environments_old_ones_at_exit
             path.symlink_to(outside)
         else:
             path.mkdir()
-        os.utime(path, (when, when), follow_symlinks=False)
+        os.utime(path, (read or when, when), follow_symlinks=False)
         return path
 
-    other, recent = "a" * 32, "b" * 32
+    def swept_at(main: pathlib.Path, when: float | None = None) -> float:
+        data = json.loads(main.read_text())
+        if when is not None:
+            main.write_text(json.dumps({**data, "swept_at": when}))
+        return data["swept_at"]  # type: ignore[no-any-return]
+
+    other, recent, used = "a" * 32, "b" * 32, "c" * 32
     old = [planted(f"{other}.json", long_ago), planted(f"{other}-3f.json", long_ago),
            planted(f".{other}.json.tmp-x1", long_ago), planted(f"{other}-00.json", long_ago, "link")]
-    kept = [planted(f"{recent}.json", recently), planted(f"{other}-folder", long_ago, "folder")]
+    kept = [planted(f"{recent}.json", recently), planted(f"{other}-folder", long_ago, "folder"),
+            planted(f"{used}.json", long_ago, read=recently)]
     child(store)  # learns the backends' fingerprints: writes its main file
-    [mine] = [path for path in facts_files(store) if path.stem not in (other, recent)]
+    [mine] = [path for path in facts_files(store) if path.stem not in (other, recent, used)]
     assert not [path for path in old if os.path.lexists(path)], sorted(os.listdir(folder))
     assert all(path.exists() for path in kept) and outside.exists()
-    # Its own environment's files stay however old; a process that writes nothing sweeps nothing.
+    assert time.time() - 60 < swept_at(mine) <= time.time()
+    # Once a day: a process that writes the next hour does not list again; nor does one that
+    # writes nothing. Its own environment's files stay however old.
     own_shard = planted(f"{mine.stem}-7f.json", long_ago)
-    os.utime(mine, (long_ago, long_ago))
-    again = [planted(f"{other}.json", long_ago)]
+    again = planted(f"{other}.json", long_ago)
     child(store)
-    assert own_shard.exists() and mine.exists() and all(path.exists() for path in again)
-    child(store, GT4PY_CMAKE_BUILD_TYPE="debug")  # new fingerprints: writes, then sweeps
-    assert own_shard.exists() and mine.exists() and not any(path.exists() for path in again)
+    child(store, GT4PY_CMAKE_BUILD_TYPE="debug")  # new fingerprints: writes
+    assert again.exists() and own_shard.exists()
+    swept_at(mine, time.time() - _facts._SWEEP_EVERY - 60)
+    child(store, GT4PY_CMAKE_BUILD_TYPE="min_size_rel")  # writes, and the last sweep is a day old
+    assert not again.exists() and own_shard.exists() and mine.exists()
 
 
 def test_a_facts_file_too_large_or_nested_too_deep_is_ignored(tmp_path: pathlib.Path) -> None:

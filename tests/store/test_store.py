@@ -8,6 +8,7 @@ import os
 import multiprocessing.synchronize
 import pathlib
 import shutil
+import time
 
 import pytest
 
@@ -426,3 +427,47 @@ def test_payload_checksums_cover_every_byte_of_files_read_in_many_pieces(tmp_pat
         entry.file("program.py").write_bytes(changed)
         with pytest.raises(gtcache.CorruptEntryError, match="does not match its checksum"):
             store.verify_payload(store.get(entry.key))
+
+
+def test_a_read_stops_at_its_limit_however_far_the_file_grew(tmp_path: pathlib.Path) -> None:
+    """``read_facts`` checks a file's size before reading it and bounds the read as well:
+    a file that grows after its ``fstat`` is read up to the limit, then refused."""
+    from gtcache.store._store import _read_fd
+
+    path = tmp_path / "grown"
+    path.write_bytes(b"x" * 100_000)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with pytest.raises(ValueError, match="more than 50000 bytes"):
+            _read_fd(fd, 10, 50_000)  # fstat said 10 bytes
+        os.lseek(fd, 0, os.SEEK_SET)
+        assert _read_fd(fd, 10, 100_000) == b"x" * 100_000
+    finally:
+        os.close(fd)
+
+
+def test_sweeping_facts_never_goes_through_a_symlinked_folder_or_sweeps_for_a_bad_name(tmp_path: pathlib.Path) -> None:
+    """``sweep_facts`` lists ``facts/`` only when it is a real folder of the store, and only
+    for a ``keep`` that is an environment digest (a short one would match almost nothing)."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    old = time.time() - 90 * 24 * 3600
+    victims = []
+    for name in ("a" * 32 + ".json", "b" * 32 + "-00.json"):
+        victims.append(elsewhere / name)
+        victims[-1].write_text("{}")
+        os.utime(victims[-1], (old, old))
+    store = gtcache.open_store(tmp_path / "store")
+    (store.root / "facts").symlink_to(elsewhere)
+    assert store.sweep_facts("c" * 32, 3600) == 0
+    assert all(path.exists() for path in victims)
+    (store.root / "facts").unlink()
+    real = store.root / "facts"
+    real.mkdir()
+    for victim in victims:
+        shutil.copy(victim, real / victim.name)
+        os.utime(real / victim.name, (old, old))
+    fresh = gtcache.open_store(tmp_path / "store")  # unsafe folders are checked once per Store
+    assert fresh.sweep_facts("c", 3600) == 0 and fresh.sweep_facts("", 3600) == 0
+    assert sorted(os.listdir(real)) == sorted(path.name for path in victims)
+    assert fresh.sweep_facts("c" * 32, 3600) == 2 and not os.listdir(real)

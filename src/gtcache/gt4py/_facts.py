@@ -81,10 +81,14 @@ _TOO_RECENT = 2.0
 _STARTED = time.time()
 #: At most one write of the file per this many seconds (and one at the end: ``flush``).
 _SAVE_EVERY = 2.0
-#: Facts files of other environments (an older gtcache or gt4py, another venv) not written
-#: for this long are removed by a process that wrote facts, at its exit (``Store.sweep_facts``):
-#: nothing reads them after an upgrade. One still in use loses only hints, recomputed.
+#: Facts files of other environments (an older gtcache or gt4py, another venv) neither
+#: written nor read for this long are removed by a process that wrote facts, at its exit
+#: (``Store.sweep_facts``): nothing reads them after an upgrade. One still in use loses only
+#: hints, computed again.
 _SWEEP_AFTER = 30 * 24 * 3600.0
+#: At most one sweep per environment and store this often (the main file says when): on a
+#: parallel file system each file listed is a metadata request.
+_SWEEP_EVERY = 24 * 3600.0
 
 _active: Facts | None = None
 
@@ -123,8 +127,9 @@ def flush() -> None:
 
 @atexit.register
 def _at_exit() -> None:
-    """The last write; then, if this process wrote facts (the first of a new environment
-    does), the old facts of other environments go (off the hot path: it lists a folder)."""
+    """The last write; then, if this process wrote facts (a new environment's first processes
+    do) and none swept today, the old facts of other environments go (off the hot path: it
+    lists a folder)."""
     if _active is not None:
         _active.flush()
         _active.sweep()
@@ -157,9 +162,13 @@ class Facts:
         self._dirty: set[str] = set()
         self._saved_at = float("-inf")
         self._wrote = False
+        #: When a process last swept other environments' facts (``sweep``; epoch seconds).
+        self.swept_at: float | None = None
         data = _ours(store.read_facts(self.environment))
         if data is not None:
             self.backends = _str_map(data.get("backend_config"))
+            swept_at = data.get("swept_at")
+            self.swept_at = float(swept_at) if isinstance(swept_at, (int, float)) else None
             self.versions = _str_map(data.get("versions")) if isinstance(data.get("path"), str) else None
             self.path = data.get("path") if self.versions is not None else None
 
@@ -278,7 +287,8 @@ class Facts:
             files, self._dirty, self._saved_at = self._dirty, set(), time.monotonic()
             header = {"format": _FORMAT, "version": _VERSION, "gtcache": __version__}
             values = {
-                file: {**header, "backend_config": dict(self.backends), "path": self.path, "versions": self.versions}
+                file: {**header, "backend_config": dict(self.backends), "path": self.path, "versions": self.versions,
+                       "swept_at": self.swept_at}
                 if file == "" else {**header, **self._shards[file].as_json()}
                 for file in files
             }
@@ -290,11 +300,18 @@ class Facts:
                 pass
 
     def sweep(self) -> None:
-        """Remove other environments' facts files not written for ``_SWEEP_AFTER`` (once, and
-        only in a process that wrote facts: a process that learned nothing lists nothing)."""
-        if self._wrote:
-            self._wrote = False
-            self.store.sweep_facts(self.environment, _SWEEP_AFTER)
+        """Remove other environments' facts files unused for ``_SWEEP_AFTER``: only in a process
+        that wrote facts (one that learned nothing lists nothing), once, and only when no
+        process swept in the last ``_SWEEP_EVERY`` (then the main file records when)."""
+        now = time.time()
+        if not self._wrote or (self.swept_at is not None and 0 <= now - self.swept_at < _SWEEP_EVERY):
+            return
+        self._wrote = False
+        self.store.sweep_facts(self.environment, _SWEEP_AFTER)
+        self.swept_at = now
+        with self._lock:
+            self._dirty.add("")
+        self.flush()
 
     def _report(self, problem: str) -> None:
         """A stored fact that computing contradicts (self-check): a warning; the computed one is used."""

@@ -242,26 +242,30 @@ class Store:
                                  mode=self.modes.file)
 
     def sweep_facts(self, keep: str, older_than: float) -> int:
-        """Remove the facts files (and anything else but folders) in ``facts/`` whose names do
-        not start with ``keep`` (an environment digest) and that were last written more than
-        ``older_than`` seconds ago: the facts of other environments, which nothing reads once
-        gtcache or gt4py is upgraded. Returns how many were removed; never raises (a hint left
-        behind costs a few kB). Nothing is followed: a symlink is unlinked itself."""
-        if self.read_only or self.unsafe_folders():
+        """Remove what is in ``facts/`` (but folders) whose name does not start with ``keep``
+        (this environment's digest) and that was neither written nor read for ``older_than``
+        seconds (``st_mtime``, ``st_atime`` where the file system keeps it): the facts of other
+        environments, which nothing reads once gtcache or gt4py is upgraded. "Now" is the
+        folder's own modification time when that is earlier than this host's clock (the
+        caller has just written a file there: the file server's clock, not a node's that runs
+        ahead). Returns how many were removed; never raises. Nothing is followed: a symlink
+        is unlinked itself. A file replaced between its ``lstat`` and the ``unlink`` is removed
+        all the same: facts are hints, and its environment computes them again."""
+        if not _layout.is_key(keep) or self.read_only or self.unsafe_folders():
             return 0
         removed = 0
-        cutoff = time.time() - older_than
         try:
             folder = os.open(self.root / _layout.FACTS_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         except OSError:
             return 0
         try:
+            cutoff = min(time.time(), os.fstat(folder).st_mtime) - older_than
             for name in os.listdir(folder):
                 if name.startswith(keep):
                     continue
                 with contextlib.suppress(OSError):
                     st = os.stat(name, dir_fd=folder, follow_symlinks=False)
-                    if not stat.S_ISDIR(st.st_mode) and st.st_mtime < cutoff:
+                    if not stat.S_ISDIR(st.st_mode) and max(st.st_mtime, st.st_atime) < cutoff:
                         os.unlink(name, dir_fd=folder)
                         removed += 1
         except OSError:
