@@ -124,8 +124,9 @@ def facts_row(functions: int, files: int, variants: int) -> str:
             "digest": key("d"), "globals": ["gtx", "Field", "dims", "wpfloat", "neighbor_sum", "E2C", "C2E"],
             "chains": {"dims": [["EdgeDim"], ["CellDim"], ["KDim"]]},
         }
-        helpers = (key("helpers"), {f"{10 * i + 1}:helper_{i}": function for i in range(FACTS_HELPERS)})
-        header = {"format": "gtcache-facts", "version": 3, "gtcache": gtcache.__version__}
+        helpers = (key("helpers"), {"identity": key("helpers identity"),
+                                    "functions": {f"{10 * i + 1}:helper_{i}": function for i in range(FACTS_HELPERS)}})
+        header = {"format": "gtcache-facts", "version": 4, "gtcache": gtcache.__version__}
         main = {**header, "backend_config": {key("b", i): key("bf", i) for i in range(4)},
                 "path": key("p"), "versions": {f"package_{i}": "1.0.0" for i in range(120)}}
         shards: dict[str, dict[str, Any]] = {}
@@ -135,7 +136,7 @@ def facts_row(functions: int, files: int, variants: int) -> str:
             own = {f"{10 * i + 1}:stencil_{f}_{i}": function for i in range(functions // files)}
             variants_here = {key("v", f, i): key("vf", f, i) for i in range(f, variants, files)}
             for facts in (shard, one_file):
-                facts["sources"][key("f", f)] = own
+                facts["sources"][key("f", f)] = {"identity": key("identity", f), "functions": own}
                 facts["definitions"].update(variants_here)
         environment = key("environment")
         store.write_facts(key("one file"), one_file)

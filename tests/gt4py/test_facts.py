@@ -254,8 +254,8 @@ def test_a_stored_source_digest_is_used_only_while_its_file_is_unchanged(tmp_pat
     write("return a * FACTOR")
     first = run()
     assert first["source_read"] and not first["warnings"], first
-    [(file_key, (_, functions))] = stored(store, "sources").items()  # one file, one function
-    [(name, known)] = functions.items()  # type: ignore[attr-defined]
+    [(file_name, (_, entry))] = stored(store, "sources").items()  # one file, one function
+    [(name, known)] = entry["functions"].items()  # type: ignore[index]
     assert name == f"{OPS_FIRST_LINE}:op", name
     second = run()
     assert not second["source_read"], "the stored digest stands for the text"
@@ -264,10 +264,12 @@ def test_a_stored_source_digest_is_used_only_while_its_file_is_unchanged(tmp_pat
     edited = run()
     assert edited["source_read"] and edited["used"] != first["used"], edited
     assert run()["used"] == edited["used"]
+    # The edited file's facts replaced the old ones (one entry per file name, not per version).
+    [(key, (shard, now))] = stored(store, "sources").items()
+    assert key == file_name and now["identity"] != entry["identity"], (entry, now)  # type: ignore[index]
+    assert list(now["functions"]) == [name] and now["functions"][name] != known  # type: ignore[index]
     # A digest that lies is caught by self-check, which reads every text.
-    [(key, shard, functions)] = [(k, shard, f) for k, (shard, f) in stored(store, "sources").items() if k != file_key]
-    assert functions == {name: functions[name]} and functions[name] != known, "the edited file's own key"  # type: ignore[index]
-    plant(shard, "sources", key, {name: {"digest": "0" * 32}})
+    plant(shard, "sources", key, {**now, "functions": {name: {"digest": "0" * 32}}})  # type: ignore[dict-item]
     checked = run("verify")
     assert checked["source_read"] and checked["used"] == edited["used"], checked
     assert any("stored digest of a source text" in w for w in checked["warnings"]), checked["warnings"]
@@ -329,7 +331,7 @@ def test_stored_attribute_chains_still_read_the_module_values(tmp_path: pathlib.
 
     two = run(2.0)
     assert two["parsed"] >= 1 and two["used"] == two["computed"], two
-    [chains] = [v["chains"] for _, functions in stored(store, "sources").values() for v in functions.values()]  # type: ignore[attr-defined]
+    [chains] = [v["chains"] for _, entry in stored(store, "sources").values() for v in entry["functions"].values()]  # type: ignore[index]
     assert chains["consts"] == [["FACTOR"]], chains  # the name read, not its value
     again = run(2.0)
     assert again["parsed"] == 0 and again["used"] == two["used"], again  # the chains came from the facts
@@ -446,12 +448,12 @@ def test_a_damaged_source_fact_is_replaced_not_kept(tmp_path: pathlib.Path) -> N
         return json.loads(next(line for line in out.splitlines() if line.startswith("RESULT ")).removeprefix("RESULT "))  # type: ignore[no-any-return]
 
     first = run()
-    [(file_key, (shard, functions))] = stored(store, "sources").items()
-    [name] = functions  # type: ignore[misc]
-    plant(shard, "sources", file_key, {name: "damaged"})
+    [(file_key, (shard, entry))] = stored(store, "sources").items()
+    [name] = entry["functions"]  # type: ignore[index]
+    plant(shard, "sources", file_key, {**entry, "functions": {name: "damaged"}})  # type: ignore[dict-item]
     damaged = run()
     assert damaged["source_read"] and damaged["used"] == first["used"] and not damaged["warnings"], damaged
-    assert stored(store, "sources")[file_key][1] == functions, "replaced by what reading gives"
+    assert stored(store, "sources")[file_key][1] == entry, "replaced by what reading gives"
     assert not run()["source_read"]
 
 

@@ -21,10 +21,13 @@ Each fact is checked before use, never trusted over correctness:
   reads (source texts, closure values, the modules of its data classes; see
   ``definition.py``) to that fingerprint (gt4py's fingerprinting is slow the first
   time, about 1 ms a program).
-- ``sources`` maps a source file's ``source_file_key`` (its name and identity) to what is
-  known of the functions in it, by ``<first line>:<qualified name>``: the digest of their
-  text, and the names they read (see ``definition.py``). One key per file, not per
-  function: a fresh process digests a file's identity once.
+- ``sources`` maps a digest of a source file's name (``shard_of``) to its ``identity`` as
+  ``source_file_key`` digests it and what is known of the ``functions`` in it, by
+  ``<first line>:<qualified name>``: the digest of their text, and the names they read
+  (see ``definition.py``). Used only while the file's identity is the same; one entry per
+  file name, so an edited file's facts replace those of its earlier version (format 3 kept
+  every version until the caps pushed them out). One identity per file, not per function:
+  a fresh process digests a file's identity once.
 - a program's definitions and sources are in the shard of its own source file's name
   (``shard_of``), so its first hit reads one shard (a function called by programs in
   several files is in each of their shards).
@@ -59,7 +62,7 @@ __all__ = [
 ]
 
 _FORMAT = "gtcache-facts"
-_VERSION = 3
+_VERSION = 4
 #: Definition fingerprints and source facts are kept in shards (``facts/<environment>-<xx>.json``,
 #: 256 of them): those of a program in the one named by the first two hex digits of
 #: ``shard_of`` its source file (see ``definition.py``). A program's first hit reads that shard, never every
@@ -207,22 +210,36 @@ class Facts:
 
     # -- source texts -------------------------------------------------------------------
 
-    def source(self, shard: str, file_key: str, name: str) -> dict[str, Any] | None:
+    def source(self, shard: str, filename: str, file_key: str, name: str) -> dict[str, Any] | None:
         """What is stored of the function ``name`` (``<first line>:<qualified name>``) in the
-        source file ``file_key`` names (see ``source_file_key``), in the shard of ``shard``:
-        the ``digest`` of its text, and when they were needed the attribute ``chains`` it
-        reads and the ``globals`` gt4py finds in it (see ``definition.py``)."""
-        return None if self.verify else _function_facts(self._shard(shard).sources.get(file_key, {}).get(name))
+        source file ``filename``, if it was stored of the file as it is now (``file_key``: see
+        ``source_file_key``), in the shard of ``shard``: the ``digest`` of its text, and when
+        they were needed the attribute ``chains`` it reads and the ``globals`` gt4py finds in
+        it (see ``definition.py``)."""
+        if self.verify:
+            return None
+        functions = _file_functions(self._shard(shard).sources.get(shard_of(filename)), file_key)
+        return None if functions is None else _function_facts(functions.get(name))
 
-    def remember_source(self, shard_key: str, file_key: str, name: str, value: dict[str, Any]) -> None:
+    def remember_source(self, shard_key: str, filename: str, file_key: str, name: str, value: dict[str, Any]) -> None:
+        """Keep ``value`` for the function ``name`` of ``filename`` as ``file_key`` describes it.
+        A file's facts are kept by its name: those of an earlier version of it are dropped."""
         shard = self._shard(shard_key)
+        key = shard_of(filename)
+        functions = _file_functions(shard.sources.get(key), file_key)
         # A damaged entry (planted, or from a bug) is replaced like a missing one.
-        known = _function_facts(shard.sources.get(file_key, {}).get(name))
+        known = None if functions is None else _function_facts(functions.get(name))
         if known is not None and known["digest"] != value.get("digest"):  # only when verifying
             self._report(f"the stored digest of a source text is {known['digest']!r},"
                          f" reading it gives {value.get('digest')!r}")
-        if known != value:
-            self._put(shard.sources, file_key, {name: value}, _MAX_SOURCE_FILES_PER_SHARD, shard.name, merge=True)
+        if known == value:
+            return
+        with self._lock:  # threads keeping facts of one file add to what the other kept
+            functions = _file_functions(shard.sources.get(key), file_key)
+            if functions is None and key not in shard.sources and len(shard.sources) >= _MAX_SOURCE_FILES_PER_SHARD:
+                shard.sources.pop(next(iter(shard.sources)))
+            shard.sources[key] = {"identity": file_key, "functions": {**(functions or {}), name: value}}
+        self._save(shard.name)
 
     def source_files(self) -> int:
         """How many source files the shards read or written in this process describe."""
@@ -260,14 +277,12 @@ class Facts:
                 shard = self._shards.setdefault(name, shard)
         return shard
 
-    def _put(self, table: dict[str, Any], key: str, value: Any, limit: int, file: str, merge: bool = False) -> None:
-        """Keep a new fact (the oldest of its table out when there are ``limit``; ``merge``: add
-        ``value``'s items to the dict there, in the lock, for threads keeping facts of one file)
-        and save."""
+    def _put(self, table: dict[str, Any], key: str, value: Any, limit: int, file: str) -> None:
+        """Keep a new fact (the oldest of its table out when there are ``limit``) and save."""
         with self._lock:
             if key not in table and len(table) >= limit:
                 table.pop(next(iter(table)))
-            table[key] = {**table.get(key, {}), **value} if merge else value
+            table[key] = value
         self._save(file)
 
     def _save(self, file: str) -> None:
@@ -329,13 +344,20 @@ class _Shard:
         self.name = name
         self.definitions: dict[str, str] = _str_map(data.get("definitions")) if data is not None else {}
         sources = data.get("sources") if data is not None else None
-        #: Per file key, its functions (each function's entry is checked when used).
+        #: Per digest of a file's name: its identity and functions (checked when used).
         self.sources: dict[str, dict[str, Any]] = {
             k: v for k, v in sources.items() if isinstance(k, str) and isinstance(v, dict)
         } if isinstance(sources, dict) else {}
 
     def as_json(self) -> dict[str, Any]:
         return {"definitions": dict(self.definitions), "sources": dict(self.sources)}
+
+
+def _file_functions(entry: Any, file_key: str) -> dict[str, Any] | None:
+    """The functions of a file's entry in a shard if it describes the file as ``file_key`` does."""
+    if isinstance(entry, dict) and entry.get("identity") == file_key and isinstance(entry.get("functions"), dict):
+        return entry["functions"]  # type: ignore[no-any-return]
+    return None
 
 
 def _function_facts(value: Any) -> dict[str, Any] | None:

@@ -181,7 +181,7 @@ def _source(func: types.FunctionType) -> dict[str, Any]:
         return known
     facts, shard = _facts.active(), _shard.get()
     key = _facts.source_file_key(code.co_filename) if facts is not None and shard is not None else None
-    value = facts.source(shard, key, _name_in_file(code)) if facts is not None and shard and key else None
+    value = facts.source(shard, code.co_filename, key, _name_in_file(code)) if facts is not None and shard and key else None
     if value is None:
         value = {"digest": digest(_source_text(code, func))}
         _remember_source(func, key, value)
@@ -241,7 +241,7 @@ def _remember_source(func: types.FunctionType, file_key: str | None, value: dict
     facts, shard = _facts.active(), _shard.get()
     code = func.__code__
     if facts is not None and shard is not None and file_key is not None and _facts.source_unchanged(code.co_filename):
-        facts.remember_source(shard, file_key, _name_in_file(code), value)
+        facts.remember_source(shard, code.co_filename, file_key, _name_in_file(code), value)
 
 
 def _refuse_module(module: types.ModuleType) -> Any:
