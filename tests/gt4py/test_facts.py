@@ -531,3 +531,51 @@ def test_a_facts_file_too_large_or_nested_too_deep_is_ignored(tmp_path: pathlib.
     big = child(store)
     assert all(b["used"] == b["computed"] != "planted" for b in big["backends"].values()), big
     assert facts.stat().st_size < _layout.FACTS_MAX_BYTES  # rewritten from what was computed
+
+
+@pytest.mark.parametrize("damaged", [
+    "text", {"functions": {"1:f": {"digest": "1" * 32}}}, {"identity": "key", "functions": "text"},
+    {"identity": "key", "functions": {"1:f": "text"}}, {"identity": "key", "functions": {"1:f": {"chains": {}}}},
+])
+def test_a_source_entry_of_any_damaged_shape_is_ignored_and_replaced(tmp_path: pathlib.Path, damaged: object) -> None:
+    """A file's entry in a shard is used only if it is an object with the file's identity and
+    its functions, each an object with a digest; any other shape is replaced, never raised on."""
+    from gtcache import open_store
+
+    store, shard, value = open_store(tmp_path / "store"), "ab" * 16, {"digest": "2" * 32}
+    header = {"format": _facts._FORMAT, "version": _facts._VERSION}
+    store.write_facts(f"{_facts._environment()}-ab",
+                      {**header, "definitions": {}, "sources": {_facts.shard_of("/src/ops.py"): damaged}})
+    _facts.use(store)
+    try:
+        facts = _facts.active()
+        assert facts is not None and facts.source(shard, "/src/ops.py", "key", "1:f") is None
+        facts.remember_source(shard, "/src/ops.py", "key", "1:f", value)
+        assert facts.source(shard, "/src/ops.py", "key", "1:f") == value
+        _facts.flush()
+    finally:
+        _facts.use(None)
+    [(_, (_, entry))] = stored(tmp_path / "store", "sources").items()
+    assert entry == {"identity": "key", "functions": {"1:f": value}}
+
+
+def test_an_edited_file_is_the_newest_in_its_shard_and_the_oldest_file_goes_first(tmp_path: pathlib.Path) -> None:
+    """At the cap of source files per shard the file kept longest unchanged goes first: an
+    edited file's entry is new, not where its first version was."""
+    from gtcache import open_store
+
+    store, shard, value = open_store(tmp_path / "store"), "ab" * 16, {"digest": "2" * 32}
+    _facts.use(store)
+    try:
+        facts = _facts.active()
+        assert facts is not None
+        for i in range(_facts._MAX_SOURCE_FILES_PER_SHARD):
+            facts.remember_source(shard, f"/src/{i}.py", f"key {i}", "1:f", value)
+        facts.remember_source(shard, "/src/0.py", "key 0, edited", "1:f", value)
+        facts.remember_source(shard, "/src/new.py", "key new", "1:f", value)
+        assert facts.source(shard, "/src/0.py", "key 0, edited", "1:f") == value
+        assert facts.source(shard, "/src/new.py", "key new", "1:f") == value
+        assert facts.source(shard, "/src/1.py", "key 1", "1:f") is None, "the oldest unchanged file went"
+        assert facts.source(shard, "/src/2.py", "key 2", "1:f") == value
+    finally:
+        _facts.use(None)

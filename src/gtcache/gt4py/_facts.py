@@ -236,8 +236,10 @@ class Facts:
             return
         with self._lock:  # threads keeping facts of one file add to what the other kept
             functions = _file_functions(shard.sources.get(key), file_key)
-            if functions is None and key not in shard.sources and len(shard.sources) >= _MAX_SOURCE_FILES_PER_SHARD:
-                shard.sources.pop(next(iter(shard.sources)))
+            if functions is None:  # new, edited or damaged: its place is the newest (last out)
+                shard.sources.pop(key, None)
+                if len(shard.sources) >= _MAX_SOURCE_FILES_PER_SHARD:
+                    shard.sources.pop(next(iter(shard.sources)))
             shard.sources[key] = {"identity": file_key, "functions": {**(functions or {}), name: value}}
         self._save(shard.name)
 
@@ -384,8 +386,8 @@ _modules_identities: dict[frozenset[str], bytes] = {}
 
 
 def source_file_key(filename: str) -> str | None:
-    """The key of a source file in the facts: a digest of its name and identity (device, inode,
-    size, modification and change time); None when the file cannot be stat'ed or changed after
+    """The identity of a source file as its entry in the facts keeps it: a digest of its name
+    and identity (device, inode, size, modification and change time); None when the file cannot be stat'ed or changed after
     ``_TOO_RECENT`` seconds before this process started. Once per process, like the identity."""
     if filename not in _file_keys:
         identity = _file_identity(filename)
@@ -398,8 +400,9 @@ _file_keys: dict[str, str | None] = {}
 
 def shard_of(filename: str) -> str:
     """The shard of the facts of the programs defined in ``filename``: a digest of its name,
-    not of its identity (an edited file's facts go to the same shard, where the old ones
-    stay until the shard's caps push them out)."""
+    not of its identity (an edited file's facts go to the same shard; its source facts
+    replace the old ones there, its programs' old definition fingerprints stay until the
+    shard's cap pushes them out). Also the key of a file's source facts in a shard."""
     if (shard := _shards_of.get(filename)) is None:
         shard = _shards_of[filename] = digest(filename)
     return shard
