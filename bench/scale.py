@@ -126,9 +126,12 @@ def facts_row(functions: int, files: int, variants: int) -> str:
         }
         helpers = (key("helpers"), {"identity": key("helpers identity"),
                                     "functions": {f"{10 * i + 1}:helper_{i}": function for i in range(FACTS_HELPERS)}})
-        header = {"format": "gtcache-facts", "version": 4, "gtcache": gtcache.__version__}
+        header = {"format": "gtcache-facts", "version": 5, "gtcache": gtcache.__version__}
+        versions = {"gt4py": "1.2.3", "nanobind": "2.4.0", "gridtools_cpp": "2.3.9", "dace": "2.0.0"}
         main = {**header, "backend_config": {key("b", i): key("bf", i) for i in range(4)},
-                "path": key("p"), "versions": {f"package_{i}": "1.0.0" for i in range(120)}}
+                "folders": {f"/a/python/environment/folder_{i}": {
+                    "identity": [2049, 1000 + i, 4096, 1_700_000_000_000_000_000, 1_700_000_000_000_000_000],
+                    "versions": {} if i else versions} for i in range(12)}}
         shards: dict[str, dict[str, Any]] = {}
         one_file: dict[str, Any] = {**main, "definitions": {}, "sources": dict([helpers])}
         for f in range(files):  # a program's source file and its shard

@@ -37,11 +37,12 @@ __all__ = [
     "current_facts",
     "device_arch",
     "device_arch_source",
+    "folder_versions",
     "gpu_facts",
     "gpu_kind",
     "gpu_toolkit_facts",
-    "listed_versions",
-    "seed_installed_versions",
+    "listed_folders",
+    "seed_folder_versions",
     "supported_archs",
     "target_arch",
     "toolchain_facts",
@@ -99,48 +100,59 @@ def _version(module_name: str) -> str | None:
     return _installed_versions().get(name)
 
 
-#: Distribution versions handed in by ``seed_installed_versions`` (the hook's facts file).
-_SEEDED_VERSIONS: dict[str, str] | None = None
+#: Per ``sys.path`` entry, the keyed distributions' versions found in it: handed in by
+#: ``seed_folder_versions`` (the hook's facts file), or listed by this process.
+_SEEDED_FOLDERS: dict[str, dict[str, str]] = {}
+_LISTED_FOLDERS: dict[str, dict[str, str]] = {}
 
 
-def seed_installed_versions(versions: dict[str, str]) -> None:
-    """Use ``versions`` instead of listing ``sys.path`` (what ``installed_versions`` returned in
-    a process with the very same ``sys.path`` folders, unchanged since: the caller checks that)."""
-    global _SEEDED_VERSIONS
+def seed_folder_versions(folders: dict[str, dict[str, str]]) -> None:
+    """Use ``folders`` (per ``sys.path`` entry, what ``folder_versions`` found in it) instead of
+    listing those entries: the caller checks that each is as it was when it was listed."""
     if _installed_versions.cache_info().currsize == 0:
-        _SEEDED_VERSIONS = dict(versions)
+        _SEEDED_FOLDERS.clear()
+        _SEEDED_FOLDERS.update({entry: dict(found) for entry, found in folders.items()})
 
 
-def listed_versions() -> dict[str, str] | None:
-    """What this process listed on ``sys.path`` (None: it did not list, or was handed them)."""
-    if _installed_versions.cache_info().currsize == 0:
-        return None
-    versions = _installed_versions()
-    return None if versions is _SEEDED_VERSIONS else dict(versions)
+def listed_folders() -> dict[str, dict[str, str]]:
+    """The ``sys.path`` entries this process listed (not handed in), with what each holds."""
+    return {entry: dict(found) for entry, found in _LISTED_FOLDERS.items()}
 
 
 @functools.cache
 def _installed_versions() -> dict[str, str]:
-    """Distribution versions from the ``<name>-<version>.dist-info`` folder names on sys.path.
+    """Distribution versions from the ``<name>-<version>.dist-info`` folder names on sys.path:
+    the first entry holding a distribution wins, as for imports.
 
-    One directory listing per path entry instead of ``importlib.metadata``, which
-    parses each distribution's METADATA (about 0.5 ms a package, on the hit path).
+    One directory listing per path entry (none for an entry handed in) instead of
+    ``importlib.metadata``, which parses each distribution's METADATA (about 0.5 ms a
+    package, on the hit path).
     """
-    if _SEEDED_VERSIONS is not None:
-        return _SEEDED_VERSIONS
     versions: dict[str, str] = {}
     for entry in sys.path:
-        try:
-            names = os.listdir(entry or ".")
-        except OSError:
-            continue
-        for name in names:
-            if name.endswith(".dist-info") and "-" in name:
-                dist, _, version = name[: -len(".dist-info")].rpartition("-")
-                dist = dist.lower().replace("-", "_").replace(".", "_")
-                if dist in _KEYED_DISTRIBUTIONS:
-                    versions.setdefault(dist, version)
+        found = _SEEDED_FOLDERS.get(entry)
+        if found is None:
+            found = _LISTED_FOLDERS[entry] = folder_versions(entry)
+        for dist, version in found.items():
+            versions.setdefault(dist, version)
     return versions
+
+
+def folder_versions(entry: str) -> dict[str, str]:
+    """The keyed distributions' versions in one ``sys.path`` entry (``""``: the working
+    folder); none when it is not a listable folder."""
+    try:
+        names = os.listdir(entry or ".")
+    except OSError:
+        return {}
+    found: dict[str, str] = {}
+    for name in sorted(names):
+        if name.endswith(".dist-info") and "-" in name:
+            dist, _, version = name[: -len(".dist-info")].rpartition("-")
+            dist = dist.lower().replace("-", "_").replace(".", "_")
+            if dist in _KEYED_DISTRIBUTIONS:
+                found.setdefault(dist, version)
+    return found
 
 
 #: The distributions whose versions are toolchain facts (``_version``): the only ones kept

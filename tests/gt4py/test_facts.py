@@ -137,35 +137,68 @@ def test_backend_digest_sees_options_and_not_identity() -> None:
 
 
 VERSIONS = """
-import json, sys
+import json, os, sys
 import gtcache
 from gtcache import toolchain
 from gtcache.gt4py import _facts
+seen = {"listed": [], "written": []}
+
+def audit(event, args):
+    if event == "os.listdir":
+        seen["listed"].append(os.path.abspath(args[0]))
+    elif event == "open" and isinstance(args[2], int) and args[2] & os.O_WRONLY and "/facts/" in str(args[0]):
+        seen["written"].append(str(args[0]))
+
+sys.addaudithook(audit)
 _facts.use(gtcache.open_store(sys.argv[1]))
 facts = toolchain.toolchain_facts("gtfn")
 _facts.remember_versions()
-print("RESULT " + json.dumps(facts["nanobind"]))
+print("RESULT " + json.dumps({"nanobind": facts["nanobind"], **seen}))
 """
 
 
 @pytest.mark.slow
-def test_stored_versions_are_used_only_while_the_path_folders_are_unchanged(tmp_path: pathlib.Path) -> None:
-    store, extra = tmp_path / "store", tmp_path / "on-path"
+def test_stored_versions_are_used_per_path_folder_while_it_is_unchanged(tmp_path: pathlib.Path) -> None:
+    store, extra, other = tmp_path / "store", tmp_path / "on-path", tmp_path / "a-script-folder"
     extra.mkdir()
+    other.mkdir()
+    time.sleep(_facts._TOO_RECENT + 0.1)  # a folder changed within that time is listed, never kept
 
-    def nanobind() -> str:
-        out = run_python(VERSIONS, str(store), env={"PYTHONPATH": f"{extra}:" + __import__("os").environ.get("PYTHONPATH", "")})
+    def versions(*folders: pathlib.Path) -> dict:
+        path = ":".join([*map(str, folders), os.environ.get("PYTHONPATH", "")])
+        out = run_python(VERSIONS, str(store), env={"PYTHONPATH": path})
         return json.loads(next(line for line in out.splitlines() if line.startswith("RESULT ")).removeprefix("RESULT "))  # type: ignore[no-any-return]
 
-    real = nanobind()
+    first = versions(extra)
+    assert str(extra) in first["listed"] and first["written"], first
     [facts] = facts_files(store)
     data = json.loads(facts.read_text())
-    assert data["versions"]["nanobind"] == real
-    data["versions"]["nanobind"] = "0.0.planted"
+    holding = [name for name, folder in data["folders"].items() if "nanobind" in folder["versions"]]
+    assert len(holding) == 1 and data["folders"][holding[0]]["versions"]["nanobind"] == first["nanobind"]
+    assert data["folders"][str(extra)]["versions"] == {}
+    data["folders"][holding[0]]["versions"]["nanobind"] = "0.0.planted"
     facts.write_text(json.dumps(data))
-    assert nanobind() == "0.0.planted"  # read from the file: sys.path's folders are as they were
-    (extra / "nanobind-9.9.dist-info").mkdir()  # an install into a folder on sys.path
-    assert nanobind() == "9.9"  # listed again: the folder changed
+    # Read from the file: the folders are as they were. Nothing listed, nothing written.
+    assert versions(extra) == {"nanobind": "0.0.planted", "listed": [], "written": []}
+    # One more folder on the path (another script's): only it is listed, and kept besides.
+    added = versions(other, extra)
+    assert added["nanobind"] == "0.0.planted" and added["listed"] == [str(other)] and len(added["written"]) == 1, added
+    assert set(json.loads(facts.read_text())["folders"]) >= {holding[0], str(extra), str(other)}
+    assert versions(extra) == {"nanobind": "0.0.planted", "listed": [], "written": []}
+    assert versions(other, extra)["listed"] == []
+    # An install into a folder on the path: that folder is listed again, and wins. Changed
+    # less than _TOO_RECENT ago (here: a clock an hour ahead), its listing is not kept (an
+    # install in the same tick of the clock would not show): listed by each process.
+    (extra / "nanobind-9.9.dist-info").mkdir()
+    ahead = time.time() + 3600
+    os.utime(extra, (ahead, ahead))
+    for _ in range(2):
+        assert versions(extra) == {"nanobind": "9.9", "listed": [str(extra)], "written": []}
+    os.utime(extra, None)
+    time.sleep(_facts._TOO_RECENT + 0.1)
+    settled = versions(extra)
+    assert settled["nanobind"] == "9.9" and settled["listed"] == [str(extra)] and len(settled["written"]) == 1
+    assert versions(extra) == {"nanobind": "9.9", "listed": [], "written": []}
 
 
 DEFINITION = """

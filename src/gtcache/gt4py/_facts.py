@@ -31,8 +31,13 @@ Each fact is checked before use, never trusted over correctness:
 - a program's definitions and sources are in the shard of its own source file's name
   (``shard_of``), so its first hit reads one shard (a function called by programs in
   several files is in each of their shards).
-- ``versions`` is kept with the identity (device, inode, modification and change time)
-  of every ``sys.path`` folder: installing or removing a distribution changes its folder.
+- ``folders`` maps each ``sys.path`` folder listed (by absolute name) to its identity
+  (device, inode, size, modification and change time) and the keyed distributions'
+  ``versions`` found in it: installing or removing a distribution changes its folder,
+  and only a changed or new folder is listed again. Per folder, not per ``sys.path``: a
+  process whose path has one more folder (a script's, a test's) lists that one, and does
+  not replace what other processes' paths keep (format 4 kept one ``sys.path``, and two
+  kinds of processes took turns listing every folder and rewriting the file).
 
 With ``GTCACHE_SELF_CHECK=1`` every fact read is computed as well and compared: a
 difference is a warning, and the computed value is used. The files are a hint: any may be
@@ -62,7 +67,7 @@ __all__ = [
 ]
 
 _FORMAT = "gtcache-facts"
-_VERSION = 4
+_VERSION = 5
 #: Definition fingerprints and source facts are kept in shards (``facts/<environment>-<xx>.json``,
 #: 256 of them): those of a program in the one named by the first two hex digits of
 #: ``shard_of`` its source file (see ``definition.py``). A program's first hit reads that shard, never every
@@ -74,6 +79,9 @@ _SHARD_DIGITS = 2
 #: holds the programs of the files whose names it is named by: all variants of a file's
 #: programs and every file they reach must fit, or the oldest are recomputed each run.
 _MAX_BACKENDS = 64
+#: At most this many ``sys.path`` folders' listings (the main file is read by every fresh
+#: process's first hit: a few kB).
+_MAX_FOLDERS = 64
 _MAX_DEFINITIONS_PER_SHARD = 512
 _MAX_SOURCE_FILES_PER_SHARD = 128
 #: A file changed less than this many seconds ago is not described in the facts: an edit in
@@ -156,10 +164,11 @@ class Facts:
         self._lock = threading.Lock()
         self.environment = _environment()
         self.backends: dict[str, str] = {}
-        self.path: str | None = None
-        self.versions: dict[str, str] | None = None
+        #: Per ``sys.path`` folder's absolute name: its ``identity`` and the ``versions`` in it.
+        self.folders: dict[str, dict[str, Any]] = {}
         self._shards: dict[str, _Shard] = {}
-        self._path_now: str | None = None
+        #: Per ``sys.path`` entry when the facts were used: ``_folder_identity``.
+        self._path_now: dict[str, tuple[str, list[int] | None, bool]] = {}
         self._remembered = False
         #: The files with facts not written yet: ``""`` the main one, else a shard's name.
         self._dirty: set[str] = set()
@@ -172,8 +181,7 @@ class Facts:
             self.backends = _str_map(data.get("backend_config"))
             swept_at = data.get("swept_at")
             self.swept_at = float(swept_at) if isinstance(swept_at, (int, float)) else None
-            self.versions = _str_map(data.get("versions")) if isinstance(data.get("path"), str) else None
-            self.path = data.get("path") if self.versions is not None else None
+            self.folders = _folders(data.get("folders"))
 
     # -- backend fingerprints -----------------------------------------------------------
 
@@ -250,21 +258,40 @@ class Facts:
     # -- installed versions -------------------------------------------------------------
 
     def seed_versions(self) -> None:
-        """Hand the stored versions to ``toolchain`` when ``sys.path``'s folders are as they were."""
-        self._path_now = _path_identity()
-        if self.versions is not None and self.path == self._path_now and not self.verify:
-            toolchain.seed_installed_versions(self.versions)
+        """Hand ``toolchain`` the stored listings of the ``sys.path`` folders that are as they were."""
+        self._path_now = {entry: _folder_identity(entry) for entry in sys.path}
+        if self.verify:
+            return
+        toolchain.seed_folder_versions({
+            entry: stored["versions"]
+            for entry, (name, identity, _) in self._path_now.items()
+            if (stored := self.folders.get(name)) is not None and stored["identity"] == identity
+        })
 
     def remember_versions(self) -> None:
-        """After the toolchain facts: keep the versions ``toolchain`` listed, if it had to (once)."""
-        if self._remembered or (listed := toolchain.listed_versions()) is None:
+        """After the toolchain facts: keep what ``toolchain`` listed of the folders it had to list
+        (once), those that were on ``sys.path`` when the facts were used (their identity was
+        taken before the listing) and not changed just then."""
+        if self._remembered or not (listed := toolchain.listed_folders()):
             return
         self._remembered = True
-        path = self._path_now
-        if self.verify and self.path == path and self.versions is not None and listed != self.versions:
-            self._report("the stored distribution versions differ from the installed ones")
-        if self.path != path or self.versions != listed:
-            self.path, self.versions = path, listed
+        changed = False
+        with self._lock:
+            for entry, versions in listed.items():
+                name, identity, settled = self._path_now.get(entry, ("", None, False))
+                if not settled:
+                    continue
+                stored = self.folders.get(name)
+                if self.verify and stored is not None and stored["identity"] == identity and stored["versions"] != versions:
+                    self._report(f"the stored distribution versions of '{name}' differ from the installed ones")
+                if stored == {"identity": identity, "versions": versions}:
+                    continue
+                self.folders.pop(name, None)  # its place is the newest (last out)
+                if len(self.folders) >= _MAX_FOLDERS:
+                    self.folders.pop(next(iter(self.folders)))
+                self.folders[name] = {"identity": identity, "versions": versions}
+                changed = True
+        if changed:
             self._save("")
 
     # -- the files ----------------------------------------------------------------------
@@ -304,7 +331,7 @@ class Facts:
             files, self._dirty, self._saved_at = self._dirty, set(), time.monotonic()
             header = {"format": _FORMAT, "version": _VERSION, "gtcache": __version__}
             values = {
-                file: {**header, "backend_config": dict(self.backends), "path": self.path, "versions": self.versions,
+                file: {**header, "backend_config": dict(self.backends), "folders": dict(self.folders),
                        "swept_at": self.swept_at}
                 if file == "" else {**header, **self._shards[file].as_json()}
                 for file in files
@@ -465,6 +492,24 @@ def _environment() -> str:
     }))
 
 
-def _path_identity() -> str:
-    """A digest of ``sys.path`` and the identity of each of its folders (what versions are read from)."""
-    return digest(canonical_bytes([[entry, _identity(entry or ".")] for entry in sys.path]))
+def _folder_identity(entry: str) -> tuple[str, list[int] | None, bool]:
+    """A ``sys.path`` entry's absolute name, the ``_identity`` of what it names (None: absent),
+    and whether its listing may be kept: not when it changed less than ``_TOO_RECENT`` seconds
+    ago (a change in the same tick of the clock would not show)."""
+    identity = _identity(entry or ".")
+    settled = identity is None or max(identity[3], identity[4]) / 1e9 <= time.time() - _TOO_RECENT
+    return os.path.abspath(entry or "."), identity, settled
+
+
+def _folders(value: Any) -> dict[str, dict[str, Any]]:
+    """The stored folder listings of a main file that are well formed (others are listed again)."""
+    if not isinstance(value, dict):
+        return {}
+    return {
+        name: {"identity": entry["identity"], "versions": entry["versions"]}
+        for name, entry in value.items()
+        if isinstance(name, str) and isinstance(entry, dict)
+        and isinstance(versions := entry.get("versions"), dict) and _str_map(versions) == versions
+        and ((identity := entry.get("identity")) is None
+             or (isinstance(identity, list) and len(identity) == 5 and all(type(part) is int for part in identity)))
+    }
