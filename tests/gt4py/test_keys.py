@@ -36,6 +36,63 @@ def test_connectivity_types_see_max_neighbours_and_skip_values(other: dict) -> N
     assert _compat.offset_provider_type(connectivity(10, 2)) != _compat.offset_provider_type(other)
 
 
+def test_the_text_of_a_connectivity_type_stays_as_keys_of_stored_entries_have_it() -> None:
+    """A key ingredient's text is part of every stored key: writing it faster must not change
+    it (every entry of every store would be missed after the upgrade)."""
+    assert _compat.offset_provider_type(connectivity(10, 2, skip_value=-1)) == {"E2V": (
+        "NeighborConnectivityType(domain=(Dimension(value='Edge', kind=<DimensionKind.HORIZONTAL: 'horizontal'>),"
+        " Dimension(value='E2V', kind=<DimensionKind.LOCAL: 'local'>)),"
+        " codomain=Dimension(value='Vertex', kind=<DimensionKind.HORIZONTAL: 'horizontal'>), skip_value=-1,"
+        f" dtype=DType(scalar_type={np.dtype(gtx.IndexType).type!r}, tensor_shape=()), max_neighbors=2)"
+    )}
+
+
+def _a_function() -> None: ...
+
+
+class _AClass: ...
+
+
+def _nested() -> Any:
+    def inner() -> None: ...
+    return inner
+
+
+def _shadowed() -> None: ...
+
+
+_first_shadowed = _shadowed
+
+
+def _shadowed() -> None: ...  # type: ignore[no-redef]  # noqa: F811  # the name now means another function
+
+
+def _without_module() -> None: ...
+
+
+_without_module.__module__ = None  # type: ignore[assignment]  # pickle finds it anyway, by searching every module
+_a_lambda = lambda: None  # noqa: E731
+
+
+@pytest.mark.parametrize("obj, refused", [
+    (_a_function, False), (_AClass, False), (len, False), (np.float64, False),
+    (_nested(), True), (_first_shadowed, True), (_without_module, True), (_a_lambda, True), (type(None), True),
+    (__import__("random").random, True),  # a built-in bound to an object (written as that object by pickle)
+], ids=lambda value: getattr(value, "__qualname__", str(value)))
+def test_content_serialization_refuses_the_references_gt4py_refuses(obj: Any, refused: bool) -> None:
+    """The direct key's serialization (``content_bytes``) writes classes and functions by name
+    and leaves most checks of that name to pickle: it must refuse what gt4py's fingerprinting
+    refuses (no shortcut then, and no direct key), and nothing else."""
+    try:
+        _compat._REFERENCE(obj, True)
+    except TypeError:
+        gt4py_refuses = True
+    else:
+        gt4py_refuses = False
+    assert gt4py_refuses == refused
+    assert (_compat.content_bytes([obj]) is None) == refused
+
+
 def test_connectivity_types_are_what_gt4py_makes_of_the_offset_provider() -> None:
     """The fast path (no protocol check for gt4py's own classes) describes what gt4py's
     ``offset_provider_to_type`` gives: connectivity fields, dimensions (cartesian offsets)
