@@ -4,6 +4,7 @@
     python -O bench/_child.py floor PROGRAM BACKEND STORE KEY
     python -O bench/_child.py many BACKEND COUNT
     python -O bench/_child.py parts PROGRAM BACKEND
+    python -O bench/_child.py offsets CONNECTIVITIES
     python -O bench/_child.py install STORE
 
 Times are taken inside the process, around ``Program.compile`` +
@@ -152,6 +153,33 @@ def many(backend_name: str, count: int) -> None:
     report(ms=(time.perf_counter() - start) * 1e3)
 
 
+def offsets(connectivities: int) -> None:
+    """The connectivity types of an offset provider like icon4py's (it passes all of a grid's
+    connectivities to every program), as a key computes them: for a process's first variant,
+    and the median of twenty later variants with the same connectivity objects."""
+    import statistics
+
+    import gt4py.next as gtx
+    import numpy as np
+
+    from gtcache.gt4py import _compat
+
+    horizontal = [gtx.Dimension(name) for name in ("Cell", "Edge", "Vertex")]
+    provider: dict[str, Any] = {"Koff": gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)}
+    for i in range(connectivities):
+        local = gtx.Dimension(f"N{i}", kind=gtx.DimensionKind.LOCAL)
+        table = np.zeros((1000, 2 + i % 5), dtype=gtx.IndexType)
+        provider[f"N{i}"] = gtx.as_connectivity(
+            [horizontal[i % 3], local], codomain=horizontal[(i + 1) % 3], data=table, skip_value=-1 if i % 2 else None
+        )
+    times = []
+    for _ in range(21):
+        start = time.perf_counter()
+        _compat.offset_provider_type(provider)
+        times.append((time.perf_counter() - start) * 1e3)
+    print("RESULT " + json.dumps({"first_ms": times[0], "later_ms": statistics.median(times[1:])}))
+
+
 if __name__ == "__main__":
     mode, *args = sys.argv[1:]
     if mode == "compile":
@@ -162,6 +190,8 @@ if __name__ == "__main__":
         install(*args)
     elif mode == "parts":
         parts(*args)
+    elif mode == "offsets":
+        offsets(int(args[0]))
     elif mode == "many":
         many(args[0], int(args[1]))
     else:

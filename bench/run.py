@@ -160,7 +160,19 @@ def warm_start_many(work: pathlib.Path, store: pathlib.Path) -> dict[str, Any]:
         "load_ms": load, "own_ms": total - load, "gt4py_serial_ms": serial["ms"],
         "per_variant_ms": per_variant, "gt4py_serial_per_variant_ms": serial["ms"] / MANY,
         "further_own_ms": further_own,
+        **offset_types(),
     }
+
+
+#: Connectivities in an icon4py grid's offset provider, which icon4py passes to every program.
+ICON_CONNECTIVITIES = 20
+
+
+def offset_types() -> dict[str, float]:
+    """A key's connectivity types of an icon4py-like offset provider, in fresh processes."""
+    runs = [child("offsets", str(ICON_CONNECTIVITIES), env={}) for _ in range(max(9, REPEATS * 3))]
+    return {"offsets_first_ms": statistics.median(r["first_ms"] for r in runs),
+            "offsets_later_ms": statistics.median(r["later_ms"] for r in runs)}
 
 
 def render(rows: list[dict[str, Any]], start: dict[str, float], many: dict[str, Any]) -> str:
@@ -265,6 +277,8 @@ def render(rows: list[dict[str, Any]], start: dict[str, float], many: dict[str, 
         f"| per variant: gtcache hit (median) | {many['per_variant_ms']:.2f} ms |",
         f"| per variant after the first: gtcache's own work (median) | {many['further_own_ms']:.2f} ms |",
         f"| per variant: gt4py warm serial (mean) | {many['gt4py_serial_per_variant_ms']:.2f} ms |",
+        f"| a key's connectivity types, {ICON_CONNECTIVITIES} connectivities (icon4py passes a grid's all): a process's first variant | {many['offsets_first_ms']:.2f} ms |",
+        f"| the same, each later variant (described once per connectivity object) | {many['offsets_later_ms']:.3f} ms |",
         "",
         "## Targets",
         "",
@@ -294,8 +308,10 @@ def render(rows: list[dict[str, Any]], start: dict[str, float], many: dict[str, 
                 start["install_ms"] <= 15 and start["gtcache_import_ms"] <= 15),
         _target(f"warm start of {many['variants']} variants spends <= {0.15 * many['variants'] / 200:.3g} s in gtcache"
                 " (0.15 s per 200)", f"{many['in_gtcache_ms'] / 1e3:.3f} s", many["in_gtcache_ms"] <= 0.75 * many["variants"]),
-        _target("every hit after a process's first <= 0.5 ms of gtcache's own work", f"{many['further_own_ms']:.2f} ms",
-                many["further_own_ms"] <= 0.5),
+        _target("every hit after a process's first <= 0.5 ms of gtcache's own work",
+                f"{many['further_own_ms']:.2f} ms ({many['further_own_ms'] + many['offsets_later_ms']:.2f} ms with an"
+                f" offset provider of {ICON_CONNECTIVITIES} connectivities, as icon4py passes)",
+                many["further_own_ms"] + many["offsets_later_ms"] <= 0.5),
         _target("first hit in a fresh process: gtcache's own work <= 2 ms (gtfn)",
                 ", ".join(f"{r['program']} {r['gtcache_own']:.2f} ms" for r in rows if r["backend"] == "gtfn_cpu"),
                 all(r["gtcache_own"] <= 2 for r in rows if r["backend"] == "gtfn_cpu")),

@@ -93,6 +93,36 @@ def test_content_serialization_refuses_the_references_gt4py_refuses(obj: Any, re
     assert (_compat.content_bytes([obj]) is None) == refused
 
 
+def test_a_connectivity_described_before_is_described_again_when_its_table_changes_shape() -> None:
+    """A connectivity field's description is kept while the object lives (``_described_offset``):
+    not past an in-place change of its table's shape or dtype, which changes its type."""
+    provider = connectivity(12, 2)
+    before = _compat.offset_provider_type(provider)
+    assert _compat.offset_provider_type(provider) == before
+    table = np.zeros((12, 3), dtype=gtx.IndexType)  # C-contiguous: numpy can change it in place
+    object.__setattr__(provider["E2V"], "_ndarray", table)  # (gt4py's own tables are views: it cannot)
+    assert "max_neighbors=3" in _compat.offset_provider_type(provider)["E2V"]
+    table.shape = (9, 4)
+    assert "max_neighbors=4" in _compat.offset_provider_type(provider)["E2V"]
+    table.dtype = np.int64 if table.dtype.itemsize == 4 else np.int32  # (9, 2) or (9, 8)
+    after = _compat.offset_provider_type(provider)["E2V"]
+    assert after == _compat._describe_type(provider["E2V"].__gt_type__()) and "max_neighbors=4" not in after
+
+
+def test_a_kept_connectivity_description_goes_with_its_object() -> None:
+    """Kept by the object's id while it lives: a new object at a freed object's address is
+    described afresh, and the kept descriptions do not keep tables alive."""
+    kept = len(_compat._DESCRIBED_OFFSETS)
+    described = {}
+    for neighbours in range(2, 40):  # CPython soon gives a freed object's address to a new one
+        provider = connectivity(10, neighbours)
+        described[id(provider["E2V"])] = _compat.offset_provider_type(provider)["E2V"]
+        assert f"max_neighbors={neighbours})" in described[id(provider["E2V"])]
+        del provider
+    assert len(described) < 38, "no address was reused: the test proves nothing"
+    assert len(_compat._DESCRIBED_OFFSETS) == kept
+
+
 def test_connectivity_types_are_what_gt4py_makes_of_the_offset_provider() -> None:
     """The fast path (no protocol check for gt4py's own classes) describes what gt4py's
     ``offset_provider_to_type`` gives: connectivity fields, dimensions (cartesian offsets)

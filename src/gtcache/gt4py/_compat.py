@@ -20,12 +20,14 @@ import builtins
 import collections
 import dataclasses
 import enum
+import functools
 import importlib
 import io
 import operator
 import pickle
 import sys
 import types
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -396,8 +398,42 @@ def offset_provider_type(offset_provider: Any) -> dict[str, str]:
     """Readable connectivity *types* (never table contents or object ids), by offset name."""
     result = {}
     for name, value in offset_provider.items():
-        result[name] = _describe_type(_offset_type(value))
+        result[name] = _described_offset(value)
     return result
+
+
+def _described_offset(value: Any) -> str:
+    """``_describe_type(_offset_type(value))``; for gt4py's own connectivity fields, once per
+    object while it lives and its table has the same shape and dtype (icon4py passes all of
+    a grid's twenty-odd connectivities to every program: some 10 us each, per variant).
+
+    What else the type reads of such a field (its domain, codomain and skip value) are fields
+    of a frozen data class; gt4py's own dispatch takes an offset provider's values to stay
+    what they were by their identity alone (``common.hash_offset_provider_items_by_id``)."""
+    cls = type(value)
+    if _CONNECTIVITY not in cls.__mro__ or cls.__gt_type__ is not _CONNECTIVITY_GT_TYPE:
+        return _describe_type(_offset_type(value))
+    table = value.ndarray
+    seen = _DESCRIBED_OFFSETS.get(id(value))
+    if seen is not None and seen[0]() is value and seen[1] == table.shape and seen[2] == table.dtype:
+        return seen[3]
+    text = _describe_type(_connectivity_type(value))
+    try:
+        alive = weakref.ref(value, functools.partial(_forget_offset, id(value)))
+    except TypeError:  # not weakly referable: described each time
+        return text
+    _DESCRIBED_OFFSETS[id(value)] = (alive, table.shape, table.dtype, text)
+    return text
+
+
+#: Per connectivity field (by id): a weak reference to it, its table's shape and dtype when
+#: it was described, and the description (``_described_offset``). An entry goes with its field.
+_DESCRIBED_OFFSETS: dict[int, tuple[weakref.ref[Any], tuple[int, ...], Any, str]] = {}
+
+
+def _forget_offset(key: int, gone: weakref.ref[Any]) -> None:
+    if (seen := _DESCRIBED_OFFSETS.get(key)) is not None and seen[0] is gone:
+        del _DESCRIBED_OFFSETS[key]
 
 
 def _offset_type(value: Any) -> Any:
