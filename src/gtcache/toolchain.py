@@ -25,7 +25,8 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-from typing import Any
+import time
+from typing import Any, NamedTuple
 
 from gtcache.keys import digest
 from gtcache.settings import ENV_CUDA_ARCH, ENV_HIP_ARCH, declared_gpu_arch
@@ -37,10 +38,12 @@ __all__ = [
     "current_facts",
     "device_arch",
     "device_arch_source",
+    "folder_identity",
     "folder_versions",
     "gpu_facts",
     "gpu_kind",
     "gpu_toolkit_facts",
+    "ListedFolder",
     "listed_folders",
     "seed_folder_versions",
     "supported_archs",
@@ -100,10 +103,33 @@ def _version(module_name: str) -> str | None:
     return _installed_versions().get(name)
 
 
-#: Per ``sys.path`` entry, the keyed distributions' versions found in it: handed in by
-#: ``seed_folder_versions`` (the hook's facts file), or listed by this process.
+#: Per ``sys.path`` entry, the keyed distributions' versions found in it, handed in by
+#: ``seed_folder_versions`` (the hook's facts file); and the entries this process listed,
+#: each with ``folder_identity`` as it was just before the listing.
 _SEEDED_FOLDERS: dict[str, dict[str, str]] = {}
-_LISTED_FOLDERS: dict[str, dict[str, str]] = {}
+_LISTED_FOLDERS: dict[str, ListedFolder] = {}
+
+
+class ListedFolder(NamedTuple):
+    """A ``sys.path`` folder this process listed: ``folder_identity`` taken just before, and the
+    keyed distributions' versions found (``folder_versions``)."""
+
+    name: str
+    identity: list[int] | None
+    at: float
+    versions: dict[str, str]
+
+
+def folder_identity(entry: str) -> tuple[str, list[int] | None, float]:
+    """A ``sys.path`` entry's absolute name, the identity (device, inode, size, modification and
+    change time) of what it names (None: nothing, or it cannot be stat'ed) and when it was
+    taken (epoch seconds, before the ``stat``)."""
+    at = time.time()
+    try:
+        st = os.stat(entry or ".")
+    except OSError:
+        return os.path.abspath(entry or "."), None, at
+    return os.path.abspath(entry or "."), [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns], at
 
 
 def seed_folder_versions(folders: dict[str, dict[str, str]]) -> None:
@@ -114,9 +140,9 @@ def seed_folder_versions(folders: dict[str, dict[str, str]]) -> None:
         _SEEDED_FOLDERS.update({entry: dict(found) for entry, found in folders.items()})
 
 
-def listed_folders() -> dict[str, dict[str, str]]:
-    """The ``sys.path`` entries this process listed (not handed in), with what each holds."""
-    return {entry: dict(found) for entry, found in _LISTED_FOLDERS.items()}
+def listed_folders() -> list[ListedFolder]:
+    """The ``sys.path`` folders this process listed (not handed in)."""
+    return list(_LISTED_FOLDERS.values())
 
 
 @functools.cache
@@ -126,13 +152,17 @@ def _installed_versions() -> dict[str, str]:
 
     One directory listing per path entry (none for an entry handed in) instead of
     ``importlib.metadata``, which parses each distribution's METADATA (about 0.5 ms a
-    package, on the hit path).
+    package, on the hit path). The identity of a folder listed is taken just before its
+    listing: a folder changed in between is listed again by the next process, never kept
+    with a listing older than its identity.
     """
     versions: dict[str, str] = {}
     for entry in sys.path:
         found = _SEEDED_FOLDERS.get(entry)
         if found is None:
-            found = _LISTED_FOLDERS[entry] = folder_versions(entry)
+            name, identity, at = folder_identity(entry)
+            found = folder_versions(entry)
+            _LISTED_FOLDERS[entry] = ListedFolder(name, identity, at, found)
         for dist, version in found.items():
             versions.setdefault(dist, version)
     return versions

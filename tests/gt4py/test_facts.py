@@ -201,6 +201,64 @@ def test_stored_versions_are_used_per_path_folder_while_it_is_unchanged(tmp_path
     assert versions(extra) == {"nanobind": "9.9", "listed": [], "written": []}
 
 
+@pytest.mark.slow
+def test_at_the_cap_the_folders_no_process_used_for_longest_go(tmp_path: pathlib.Path) -> None:
+    """At the cap of folder listings, a process adding one pushes out the folder no process
+    used for longest, not one of its own path's (which every process like it would list again)."""
+    store, extra, other = tmp_path / "store", tmp_path / "on-path", tmp_path / "a-script-folder"
+    extra.mkdir()
+    other.mkdir()
+    time.sleep(_facts._TOO_RECENT + 0.1)
+
+    def versions(*folders: pathlib.Path) -> dict:
+        path = ":".join([*map(str, folders), os.environ.get("PYTHONPATH", "")])
+        out = run_python(VERSIONS, str(store), env={"PYTHONPATH": path})
+        return json.loads(next(line for line in out.splitlines() if line.startswith("RESULT ")).removeprefix("RESULT "))  # type: ignore[no-any-return]
+
+    versions(extra)
+    [facts] = facts_files(store)
+    data = json.loads(facts.read_text())
+    ours = list(data["folders"])
+    for i in range(_facts._MAX_FOLDERS - len(ours)):  # listed later by other processes, used by none since
+        data["folders"][f"/gone/folder-{i}"] = {"identity": [1, i, 4096, 0, 0], "versions": {}}
+    facts.write_text(json.dumps(data))
+    assert versions(other, extra)["listed"] == [str(other)]
+    kept = json.loads(facts.read_text())["folders"]
+    assert len(kept) == _facts._MAX_FOLDERS and set(ours) <= set(kept) and "/gone/folder-0" not in kept
+    assert versions(extra)["listed"] == []
+
+
+LISTED_BEFORE_A_SECOND_STORE = """
+import os, sys, time
+import gtcache
+from gtcache import toolchain
+from gtcache.gt4py import _facts
+_facts.use(gtcache.open_store(sys.argv[1]))
+toolchain.toolchain_facts("gtfn")  # lists sys.path's folders
+_facts.remember_versions()
+os.mkdir(os.path.join(sys.argv[3], "nanobind-9.9.dist-info"))  # an install after the listing
+time.sleep(float(sys.argv[4]))
+_facts.use(gtcache.open_store(sys.argv[2]))  # another store: its facts see the folder as it is now
+_facts.remember_versions()
+"""
+
+
+@pytest.mark.slow
+def test_a_listing_is_kept_with_the_identity_its_folder_had_when_listed(tmp_path: pathlib.Path) -> None:
+    """A process lists once, and may use a second store later (the hook re-installed with
+    another one): what it listed goes with the folder's identity before the listing, never
+    with the identity it has at the second store's use (then stale versions would be kept
+    with a current identity, and used by every later process)."""
+    first, second, extra = tmp_path / "first", tmp_path / "second", tmp_path / "on-path"
+    extra.mkdir()
+    time.sleep(_facts._TOO_RECENT + 0.1)
+    env = {"PYTHONPATH": f"{extra}:" + os.environ.get("PYTHONPATH", "")}
+    run_python(LISTED_BEFORE_A_SECOND_STORE, str(first), str(second), str(extra), str(_facts._TOO_RECENT + 0.2), env=env)
+    out = run_python(VERSIONS, str(second), env=env)
+    later = json.loads(next(line for line in out.splitlines() if line.startswith("RESULT ")).removeprefix("RESULT "))
+    assert later["nanobind"] == "9.9" and str(extra) in later["listed"], later
+
+
 DEFINITION = """
 import json, sys
 import gtcache

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copyreg
 import dataclasses
 import json
 import pathlib
@@ -74,23 +75,76 @@ _without_module.__module__ = None  # type: ignore[assignment]  # pickle finds it
 _a_lambda = lambda: None  # noqa: E731
 
 
+def _named_oddly() -> None: ...
+
+
+_named_oddly.__qualname__ = "named<lambda>oddly"  # pickle resolves it (the module has that attribute), gt4py refuses
+globals()["named<lambda>oddly"] = _named_oddly
+
+
+class _Reduced(type):
+    """A metaclass ``copyreg`` reduces (as numpy's dtype classes): pickle writes its classes
+    by that reduction, and never checks their names."""
+
+
+copyreg.pickle(_Reduced, lambda cls: (str, (cls.__name__,)))
+
+
+class _ReducedClass(metaclass=_Reduced): ...
+
+
+_first_reduced = _ReducedClass
+
+
+class _ReducedClass(metaclass=_Reduced): ...  # type: ignore[no-redef]  # noqa: F811  # shadows the first
+
+
+class _ClaimsToBeAClass:
+    """An object that says it is a class (``isinstance(obj, type)``), which pickle writes as an object."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return type
+
+
+_claiming = _ClaimsToBeAClass()
+
+
 @pytest.mark.parametrize("obj, refused", [
     (_a_function, False), (_AClass, False), (len, False), (np.float64, False),
     (_nested(), True), (_first_shadowed, True), (_without_module, True), (_a_lambda, True), (type(None), True),
     (__import__("random").random, True),  # a built-in bound to an object (written as that object by pickle)
-], ids=lambda value: getattr(value, "__qualname__", str(value)))
+    (_named_oddly, True), (_ReducedClass, False), (_first_reduced, True), (_claiming, True),
+], ids=lambda value: getattr(type(value), "__name__", "") if value is _claiming else getattr(value, "__qualname__", str(value)))
 def test_content_serialization_refuses_the_references_gt4py_refuses(obj: Any, refused: bool) -> None:
     """The direct key's serialization (``content_bytes``) writes classes and functions by name
     and leaves most checks of that name to pickle: it must refuse what gt4py's fingerprinting
     refuses (no shortcut then, and no direct key), and nothing else."""
     try:
         _compat._REFERENCE(obj, True)
-    except TypeError:
+    except Exception:  # TypeError; AttributeError for an object without a qualified name
         gt4py_refuses = True
     else:
         gt4py_refuses = False
     assert gt4py_refuses == refused
     assert (_compat.content_bytes([obj]) is None) == refused
+
+
+def test_content_serialization_keeps_python_3_module_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pickle's protocol 2 renames modules to their Python 2 names unless told not to: then
+    ``collections.UserDict`` and a class ``UserDict.IterableUserDict`` were written alike."""
+    import collections
+    import types
+
+    module = types.ModuleType("UserDict")
+    monkeypatch.setitem(sys.modules, "UserDict", module)
+
+    class IterableUserDict: ...
+
+    IterableUserDict.__module__, IterableUserDict.__qualname__ = "UserDict", "IterableUserDict"
+    module.IterableUserDict = IterableUserDict  # type: ignore[attr-defined]
+    ours, other = _compat.content_bytes([collections.UserDict]), _compat.content_bytes([IterableUserDict])
+    assert ours is not None and other is not None and ours != other
 
 
 def test_a_connectivity_described_before_is_described_again_when_its_table_changes_shape() -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import collections
+import copyreg
 import dataclasses
 import enum
 import functools
@@ -267,7 +268,10 @@ class _ContentPickler(pickle.Pickler):
     but ``None``, booleans and instances of the built-in numbers, strings and containers)."""
 
     def __init__(self, stream: io.BytesIO, overrides: Mapping[type, Callable[[Any], Reduction]]):
-        super().__init__(stream, protocol=2)
+        # Protocol 2: objects reduce as gt4py deconstructs them (``__reduce_ex__(2)``); no
+        # renaming of modules to their Python 2 names, which made two classes one
+        # (``collections.UserDict`` and a ``UserDict.IterableUserDict``).
+        super().__init__(stream, protocol=2, fix_imports=False)
         self.overrides = overrides
         #: Per class, the override its instances take (None: none), found along its MRO once.
         self._override_of: dict[type, Callable[[Any], Reduction] | None] = {}
@@ -308,18 +312,29 @@ def _pickle_checks_as_gt4py(obj: type | types.FunctionType | types.BuiltinFuncti
     """Whether pickle's own check of a reference refuses what gt4py's does (``_REFERENCE``
     need not run: about 2 us an object, a third of a first hit's serialization of a program).
 
-    pickle writes a class or a Python function by reference (``save_global``): it takes the
-    module of ``__module__``, resolves ``__qualname__`` (or ``__name__``) in it attribute by
-    attribute, refuses unless that yields the object itself, and refuses ``<locals>`` in the
-    name (``<lambda>`` never resolves). gt4py checks the same, but looks the module up in
-    ``sys.modules`` only, and refuses a ``__module__`` that is not set. So: when ``__module__``
-    names a module already imported. Not for the three types pickle writes otherwise
-    (``NoneType``...: by a reduction, no name check), nor for built-in functions (one bound to
-    an object, ``random.random``, is written as that object and its method name)."""
-    if type(obj) is types.BuiltinFunctionType or obj is _NONE_TYPE or obj is _ELLIPSIS_TYPE or obj is _NOT_IMPLEMENTED_TYPE:
+    pickle writes a Python function, and a class whose metaclass has no ``copyreg`` reducer,
+    by reference (``save_global``): it takes the module of ``__module__``, resolves
+    ``__qualname__`` (or ``__name__``) in it attribute by attribute, refuses unless that
+    yields the object itself, and refuses a ``<locals>`` part (a ``<lambda>`` one never
+    resolves). gt4py checks the same, but looks the module up in ``sys.modules`` only,
+    refuses a ``__module__`` that is not set, and refuses ``<locals>`` and ``<lambda>``
+    anywhere in the name. So: when ``__module__`` names a module already imported and
+    neither name has a ``<``. Not for what pickle writes otherwise, without a name check:
+    the three types ``NoneType``..., a class whose metaclass ``copyreg`` reduces (numpy's
+    dtype classes), an object that only claims to be a class (``__class__``), a built-in
+    function (one bound to an object, ``random.random``, is written as that object)."""
+    cls = type(obj)
+    if cls is not types.FunctionType and (
+        not issubclass(cls, type) or cls in copyreg.dispatch_table
+        or obj is _NONE_TYPE or obj is _ELLIPSIS_TYPE or obj is _NOT_IMPLEMENTED_TYPE
+    ):
         return False
     module = getattr(obj, "__module__", None)
-    return isinstance(module, str) and sys.modules.get(module) is not None
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    return (
+        isinstance(module, str) and isinstance(name, str) and "<" not in module and "<" not in name
+        and sys.modules.get(module) is not None
+    )
 
 
 _NONE_TYPE, _ELLIPSIS_TYPE, _NOT_IMPLEMENTED_TYPE = type(None), type(...), type(NotImplemented)

@@ -167,8 +167,8 @@ class Facts:
         #: Per ``sys.path`` folder's absolute name: its ``identity`` and the ``versions`` in it.
         self.folders: dict[str, dict[str, Any]] = {}
         self._shards: dict[str, _Shard] = {}
-        #: Per ``sys.path`` entry when the facts were used: ``_folder_identity``.
-        self._path_now: dict[str, tuple[str, list[int] | None, bool]] = {}
+        #: Per ``sys.path`` entry when the facts were used: ``toolchain.folder_identity``.
+        self._path_now: dict[str, tuple[str, list[int] | None, float]] = {}
         self._remembered = False
         #: The files with facts not written yet: ``""`` the main one, else a shard's name.
         self._dirty: set[str] = set()
@@ -259,7 +259,7 @@ class Facts:
 
     def seed_versions(self) -> None:
         """Hand ``toolchain`` the stored listings of the ``sys.path`` folders that are as they were."""
-        self._path_now = {entry: _folder_identity(entry) for entry in sys.path}
+        self._path_now = {entry: toolchain.folder_identity(entry) for entry in sys.path}
         if self.verify:
             return
         toolchain.seed_folder_versions({
@@ -270,27 +270,32 @@ class Facts:
 
     def remember_versions(self) -> None:
         """After the toolchain facts: keep what ``toolchain`` listed of the folders it had to list
-        (once), those that were on ``sys.path`` when the facts were used (their identity was
-        taken before the listing) and not changed just then."""
+        (once), each with its identity taken just before its listing, unless it had changed
+        less than ``_TOO_RECENT`` seconds before (a change in the same tick would not show).
+        The folders this process found as stored move to the newest places first: at the cap,
+        the folders no process used for longest go, not those of every process's path."""
         if self._remembered or not (listed := toolchain.listed_folders()):
             return
         self._remembered = True
         changed = False
         with self._lock:
-            for entry, versions in listed.items():
-                name, identity, settled = self._path_now.get(entry, ("", None, False))
-                if not settled:
+            for folder in listed:
+                settled = folder.identity is None or max(folder.identity[3], folder.identity[4]) / 1e9 <= folder.at - _TOO_RECENT
+                stored = self.folders.get(folder.name)
+                if (self.verify and stored is not None and stored["identity"] == folder.identity
+                        and stored["versions"] != folder.versions):
+                    self._report(f"the stored distribution versions of '{folder.name}' differ from the installed ones")
+                if not settled or stored == {"identity": folder.identity, "versions": folder.versions}:
                     continue
-                stored = self.folders.get(name)
-                if self.verify and stored is not None and stored["identity"] == identity and stored["versions"] != versions:
-                    self._report(f"the stored distribution versions of '{name}' differ from the installed ones")
-                if stored == {"identity": identity, "versions": versions}:
-                    continue
-                self.folders.pop(name, None)  # its place is the newest (last out)
+                if not changed:  # the first change: those still in use go to the newest places
+                    for name, identity, _ in self._path_now.values():
+                        if (kept := self.folders.get(name)) is not None and kept["identity"] == identity:
+                            self.folders[name] = self.folders.pop(name)
+                    changed = True
+                self.folders.pop(folder.name, None)
                 if len(self.folders) >= _MAX_FOLDERS:
                     self.folders.pop(next(iter(self.folders)))
-                self.folders[name] = {"identity": identity, "versions": versions}
-                changed = True
+                self.folders[folder.name] = {"identity": folder.identity, "versions": folder.versions}
         if changed:
             self._save("")
 
@@ -490,15 +495,6 @@ def _environment() -> str:
         "gtcache": __version__, "gt4py": _compat.GT4PY_VERSION, "python": sys.version,
         "executable": sys.executable, "code": [[path, _identity(path)] for path in code],
     }))
-
-
-def _folder_identity(entry: str) -> tuple[str, list[int] | None, bool]:
-    """A ``sys.path`` entry's absolute name, the ``_identity`` of what it names (None: absent),
-    and whether its listing may be kept: not when it changed less than ``_TOO_RECENT`` seconds
-    ago (a change in the same tick of the clock would not show)."""
-    identity = _identity(entry or ".")
-    settled = identity is None or max(identity[3], identity[4]) / 1e9 <= time.time() - _TOO_RECENT
-    return os.path.abspath(entry or "."), identity, settled
 
 
 def _folders(value: Any) -> dict[str, dict[str, Any]]:
