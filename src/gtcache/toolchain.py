@@ -114,22 +114,27 @@ class ListedFolder(NamedTuple):
     """A ``sys.path`` folder this process listed: ``folder_identity`` taken just before, and the
     keyed distributions' versions found (``folder_versions``)."""
 
-    name: str
+    name: str | None
     identity: list[int] | None
     at: float
     versions: dict[str, str]
 
 
-def folder_identity(entry: str) -> tuple[str, list[int] | None, float]:
-    """A ``sys.path`` entry's absolute name, the identity (device, inode, size, modification and
-    change time) of what it names (None: nothing, or it cannot be stat'ed) and when it was
-    taken (epoch seconds, before the ``stat``)."""
+def folder_identity(entry: str) -> tuple[str | None, list[int] | None, float]:
+    """A ``sys.path`` entry's absolute name (None: a relative one in a working folder that was
+    removed), the identity (device, inode, size, modification and change time) of what it
+    names (None: nothing, or it cannot be stat'ed) and when it was taken (epoch seconds,
+    before the ``stat``)."""
     at = time.time()
+    try:
+        name: str | None = os.path.abspath(entry or ".")
+    except OSError:  # os.getcwd() fails in a removed folder
+        name = None
     try:
         st = os.stat(entry or ".")
     except OSError:
-        return os.path.abspath(entry or "."), None, at
-    return os.path.abspath(entry or "."), [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns], at
+        return name, None, at
+    return name, [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns], at
 
 
 def seed_folder_versions(folders: dict[str, dict[str, str]]) -> None:

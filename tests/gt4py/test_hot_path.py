@@ -127,3 +127,31 @@ def test_a_hit_lists_no_folder_opens_no_index_and_imports_no_maintenance_code(
     ours = sorted(set(report["modules"]) - gt4py_alone)
     assert ours == [], "imported on the hit path: " + ", ".join(ours)
     assert report["data_classes"] == [], "data classes made on the hit path (Frozen costs nothing to make)"
+
+
+REMOVED_WORKING_FOLDER = """
+import json, os, sys, tempfile
+import gt4py.next
+from gt4py.next.otf import compiled_program
+from gtcache import examples
+from gtcache.gt4py import active_hook
+
+if "" not in sys.path:  # the working folder, as 'python -c' puts it (the facts name it by its absolute name)
+    sys.path.insert(0, "")
+folder = tempfile.mkdtemp()
+os.chdir(folder)
+os.rmdir(folder)  # os.getcwd() fails from here on
+example = examples.EXAMPLES[sys.argv[1]]
+bound = example.program.with_backend(examples.backend_by_name(sys.argv[2]))
+bound.compile(offset_provider=example.offset_provider(int(sys.argv[3])))
+compiled_program.wait_for_compilation()
+print("RESULT " + json.dumps([o.status for o in active_hook().outcomes]))
+"""
+
+
+def test_a_hit_in_a_removed_working_folder_is_a_hit(compiled_store: CompiledStore, store_copy: pathlib.Path) -> None:
+    """A process whose working folder (on ``sys.path`` as '') was removed still hits: the facts
+    cannot name that folder, so they neither use nor keep a listing of it."""
+    for _ in range(2):  # the first process may store facts, the second reads them
+        out = run_python(REMOVED_WORKING_FOLDER, "axpy", "gtfn_cpu", str(SIZE), env={"GTCACHE_DIR": str(store_copy)})
+        assert json.loads(next(line for line in out.splitlines() if line.startswith("RESULT ")).removeprefix("RESULT ")) == ["hit"], out

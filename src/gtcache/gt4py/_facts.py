@@ -168,7 +168,7 @@ class Facts:
         self.folders: dict[str, dict[str, Any]] = {}
         self._shards: dict[str, _Shard] = {}
         #: Per ``sys.path`` entry when the facts were used: ``toolchain.folder_identity``.
-        self._path_now: dict[str, tuple[str, list[int] | None, float]] = {}
+        self._path_now: dict[str, tuple[str | None, list[int] | None, float]] = {}
         self._remembered = False
         #: The files with facts not written yet: ``""`` the main one, else a shard's name.
         self._dirty: set[str] = set()
@@ -265,7 +265,7 @@ class Facts:
         toolchain.seed_folder_versions({
             entry: stored["versions"]
             for entry, (name, identity, _) in self._path_now.items()
-            if (stored := self.folders.get(name)) is not None and stored["identity"] == identity
+            if name is not None and (stored := self.folders.get(name)) is not None and stored["identity"] == identity
         })
 
     def remember_versions(self) -> None:
@@ -285,11 +285,11 @@ class Facts:
                 if (self.verify and stored is not None and stored["identity"] == folder.identity
                         and stored["versions"] != folder.versions):
                     self._report(f"the stored distribution versions of '{folder.name}' differ from the installed ones")
-                if not settled or stored == {"identity": folder.identity, "versions": folder.versions}:
+                if folder.name is None or not settled or stored == {"identity": folder.identity, "versions": folder.versions}:
                     continue
                 if not changed:  # the first change: those still in use go to the newest places
                     for name, identity, _ in self._path_now.values():
-                        if (kept := self.folders.get(name)) is not None and kept["identity"] == identity:
+                        if name is not None and (kept := self.folders.get(name)) is not None and kept["identity"] == identity:
                             self.folders[name] = self.folders.pop(name)
                     changed = True
                 self.folders.pop(folder.name, None)
