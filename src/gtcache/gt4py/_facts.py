@@ -280,12 +280,14 @@ class Facts:
         changed = False
         with self._lock:
             for folder in listed:
+                if folder.name is None:  # a removed working folder: no name to keep it by
+                    continue
                 settled = folder.identity is None or max(folder.identity[3], folder.identity[4]) / 1e9 <= folder.at - _TOO_RECENT
                 stored = self.folders.get(folder.name)
                 if (self.verify and stored is not None and stored["identity"] == folder.identity
                         and stored["versions"] != folder.versions):
                     self._report(f"the stored distribution versions of '{folder.name}' differ from the installed ones")
-                if folder.name is None or not settled or stored == {"identity": folder.identity, "versions": folder.versions}:
+                if not settled or stored == {"identity": folder.identity, "versions": folder.versions}:
                     continue
                 if not changed:  # the first change: those still in use go to the newest places
                     for name, identity, _ in self._path_now.values():
