@@ -36,6 +36,7 @@ import gt4py
 from gt4py._core import definitions as core_defs
 from gt4py.eve import concepts as eve_concepts
 from gt4py.next import backend as gtx_backend, common, config, fingerprinting
+from gt4py.next.embedded import nd_array_field
 from gt4py.next.ffront import source_utils
 from gt4py.next.iterator import ir as itir
 from gt4py.next.otf import compilation_tasks, compiled_program, runners
@@ -290,9 +291,15 @@ class _ContentPickler(pickle.Pickler):
             if override is not None:
                 return override(obj)
         if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
-            if not _pickle_checks_as_gt4py(obj):
-                _REFERENCE(obj, True)  # TypeError where gt4py refuses the reference
-            return NotImplemented  # pickled by reference (pickle checks the name resolves too)
+            if isinstance(obj, enum.EnumMeta):  # gt4py reads an enum's members (pickle writes
+                self.modules.add(obj.__module__)  # a member as its class and value): its file counts
+            by_name = _written_by_name(obj)
+            if by_name and _pickle_checks_as_gt4py(obj):
+                return NotImplemented  # pickled by reference (pickle checks the name resolves too)
+            name = _REFERENCE(obj, True)  # TypeError where gt4py refuses the reference
+            # What pickle would not write by its name (a reduced metaclass's class) is written
+            # as the name gt4py fingerprints.
+            return NotImplemented if by_name else (mirrored, (b"gtcache-reference", name))
         plan = _CLASS_PLANS.get(cls, _UNPLANNED)
         if plan is _UNPLANNED:
             plan = _CLASS_PLANS[cls] = _class_plan(cls)
@@ -308,27 +315,30 @@ class _ContentPickler(pickle.Pickler):
 _UNPLANNED: Any = object()
 
 
-def _pickle_checks_as_gt4py(obj: type | types.FunctionType | types.BuiltinFunctionType) -> bool:
-    """Whether pickle's own check of a reference refuses what gt4py's does (``_REFERENCE``
-    need not run: about 2 us an object, a third of a first hit's serialization of a program).
-
-    pickle writes a Python function, and a class whose metaclass has no ``copyreg`` reducer,
-    by reference (``save_global``): it takes the module of ``__module__``, resolves
-    ``__qualname__`` (or ``__name__``) in it attribute by attribute, refuses unless that
-    yields the object itself, and refuses a ``<locals>`` part (a ``<lambda>`` one never
-    resolves). gt4py checks the same, but looks the module up in ``sys.modules`` only,
-    refuses a ``__module__`` that is not set, and refuses ``<locals>`` and ``<lambda>``
-    anywhere in the name. So: when ``__module__`` names a module already imported and
-    neither name has a ``<``. Not for what pickle writes otherwise, without a name check:
-    the three types ``NoneType``..., a class whose metaclass ``copyreg`` reduces (numpy's
-    dtype classes), an object that only claims to be a class (``__class__``), a built-in
-    function (one bound to an object, ``random.random``, is written as that object)."""
+def _written_by_name(obj: type | types.FunctionType | types.BuiltinFunctionType) -> bool:
+    """Whether pickle writes ``obj`` by reference (``save_global``: the module of ``__module__``,
+    ``__qualname__`` resolved in it attribute by attribute, refused unless that yields the
+    object itself): a Python function, a built-in function of a module, a class whose
+    metaclass has no ``copyreg`` reducer, but none of the three types ``NoneType``... Not an
+    object that only claims to be a class (``__class__``), a class of a reduced metaclass
+    (numpy's dtype classes) or a built-in bound to an object (``random.random``)."""
     cls = type(obj)
-    if cls is not types.FunctionType and (
-        not issubclass(cls, type) or cls in copyreg.dispatch_table
-        or obj is _NONE_TYPE or obj is _ELLIPSIS_TYPE or obj is _NOT_IMPLEMENTED_TYPE
-    ):
-        return False
+    if cls is types.FunctionType:
+        return True
+    if cls is types.BuiltinFunctionType:
+        return isinstance(getattr(obj, "__self__", None), types.ModuleType)
+    return (issubclass(cls, type) and cls not in copyreg.dispatch_table
+            and obj is not _NONE_TYPE and obj is not _ELLIPSIS_TYPE and obj is not _NOT_IMPLEMENTED_TYPE)
+
+
+def _pickle_checks_as_gt4py(obj: type | types.FunctionType | types.BuiltinFunctionType) -> bool:
+    """For what pickle writes by reference (``_written_by_name``): whether its check refuses
+    what gt4py's does (``_REFERENCE`` need not run: about 2 us an object, a third of a first
+    hit's serialization of a program). pickle also refuses a ``<locals>`` part of the name (a
+    ``<lambda>`` one never resolves). gt4py checks the same, but looks the module up in
+    ``sys.modules`` only, refuses a ``__module__`` that is not set, and refuses ``<locals>``
+    and ``<lambda>`` anywhere in the name. So: when ``__module__`` names a module already
+    imported and neither name has a ``<``."""
     module = getattr(obj, "__module__", None)
     name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
     return (
@@ -419,36 +429,51 @@ def offset_provider_type(offset_provider: Any) -> dict[str, str]:
 
 def _described_offset(value: Any) -> str:
     """``_describe_type(_offset_type(value))``; for gt4py's own connectivity fields, once per
-    object while it lives and its table has the same shape and dtype (icon4py passes all of
-    a grid's twenty-odd connectivities to every program: some 10 us each, per variant).
+    object while it lives and what its type is made of stays as it was (icon4py passes all
+    of a grid's twenty-odd connectivities to every program: some 10 us each, per variant).
 
-    What else the type reads of such a field (its domain, codomain and skip value) are fields
-    of a frozen data class; gt4py's own dispatch takes an offset provider's values to stay
-    what they were by their identity alone (``common.hash_offset_provider_items_by_id``)."""
+    The type of such a field is made of its domain, codomain and skip value (fields of a
+    frozen data class, compared by identity here) and its table's dtype and second extent
+    (its shape and dtype compared here). gt4py's own dispatch takes an offset provider's
+    values to stay what they were by identity alone (``common.hash_offset_provider_items_by_id``)."""
     cls = type(value)
-    if _CONNECTIVITY not in cls.__mro__ or cls.__gt_type__ is not _CONNECTIVITY_GT_TYPE:
+    own = _OWN_CONNECTIVITY_CLASSES.get(cls)
+    if own is None:
+        own = _OWN_CONNECTIVITY_CLASSES[cls] = _ND_CONNECTIVITY is not None and issubclass(cls, _ND_CONNECTIVITY) and all(
+            getattr(cls, name, None) is getattr(_ND_CONNECTIVITY, name, None) for name in _CONNECTIVITY_TYPE_READS
+        ) and cls.__gt_type__ is _CONNECTIVITY_GT_TYPE
+    if not own:
         return _describe_type(_offset_type(value))
     table = value.ndarray
     seen = _DESCRIBED_OFFSETS.get(id(value))
-    if seen is not None and seen[0]() is value and seen[1] == table.shape and seen[2] == table.dtype:
-        return seen[3]
+    if (seen is not None and seen[0]() is value and seen[1] == table.shape and seen[2] == table.dtype
+            and seen[3] is value.domain and seen[4] is value.codomain and seen[5] is value.skip_value):
+        return str(seen[6])
     text = _describe_type(_connectivity_type(value))
     try:
         alive = weakref.ref(value, functools.partial(_forget_offset, id(value)))
     except TypeError:  # not weakly referable: described each time
         return text
-    _DESCRIBED_OFFSETS[id(value)] = (alive, table.shape, table.dtype, text)
+    _DESCRIBED_OFFSETS[id(value)] = (alive, table.shape, table.dtype, value.domain, value.codomain, value.skip_value, text)
     return text
 
 
-#: Per connectivity field (by id): a weak reference to it, its table's shape and dtype when
-#: it was described, and the description (``_described_offset``). An entry goes with its field.
-_DESCRIBED_OFFSETS: dict[int, tuple[weakref.ref[Any], tuple[int, ...], Any, str]] = {}
+_ND_CONNECTIVITY: Any = getattr(nd_array_field, "NdArrayConnectivityField", None)
+#: What a connectivity field's type reads (``_connectivity_type``): a class that defines any
+#: of these itself is described each time.
+_CONNECTIVITY_TYPE_READS = ("domain", "codomain", "skip_value", "dtype", "ndarray")
+#: Per class: whether its instances' descriptions are kept (``_described_offset``).
+_OWN_CONNECTIVITY_CLASSES: dict[type, bool] = {}
+#: Per connectivity field (by id): a weak reference to it, what its type was made of when
+#: it was described (its table's shape and dtype, its domain, codomain and skip value) and
+#: the description. An entry goes with its field.
+_DESCRIBED_OFFSETS: dict[int, tuple[Any, ...]] = {}
 
 
 def _forget_offset(key: int, gone: weakref.ref[Any]) -> None:
-    if (seen := _DESCRIBED_OFFSETS.get(key)) is not None and seen[0] is gone:
-        del _DESCRIBED_OFFSETS[key]
+    seen = _DESCRIBED_OFFSETS.get(key)
+    if seen is not None and seen[0] is gone:
+        _DESCRIBED_OFFSETS.pop(key, None)
 
 
 def _offset_type(value: Any) -> Any:
