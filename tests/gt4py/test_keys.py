@@ -173,6 +173,7 @@ def test_content_serialization_keeps_python_3_module_names(monkeypatch: pytest.M
     assert ours is not None and other is not None and ours != other
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # NumPy 2.5 deprecates changing shape and dtype in place
 def test_a_connectivity_described_before_is_described_again_when_its_table_changes_shape() -> None:
     """A connectivity field's description is kept while the object lives (``_described_offset``):
     not past an in-place change of its table's shape or dtype, which changes its type."""
