@@ -3,6 +3,7 @@
     python -O bench/_child.py compile PROGRAM BACKEND
     python -O bench/_child.py floor PROGRAM BACKEND STORE KEY
     python -O bench/_child.py many BACKEND COUNT
+    python -O bench/_child.py programs PROGRAM,PROGRAM,... BACKEND
     python -O bench/_child.py parts PROGRAM BACKEND
     python -O bench/_child.py offsets CONNECTIVITIES
     python -O bench/_child.py install STORE
@@ -153,6 +154,20 @@ def many(backend_name: str, count: int) -> None:
     report(ms=(time.perf_counter() - start) * 1e3)
 
 
+def several(names: str, backend_name: str) -> None:
+    """Several programs' first calls in one process, in turn: a model's later programs."""
+    from gt4py.next.otf import compiled_program
+
+    from gtcache import examples
+
+    backend = examples.backend_by_name(backend_name)
+    for name in names.split(","):
+        program, offset_provider = program_and_provider(name)
+        program.with_backend(backend).compile(offset_provider=offset_provider)
+        compiled_program.wait_for_compilation()
+    report()
+
+
 def offsets(connectivities: int) -> None:
     """The connectivity types of an offset provider like icon4py's (it passes all of a grid's
     connectivities to every program), as a key computes them: for a process's first variant,
@@ -192,6 +207,8 @@ if __name__ == "__main__":
         parts(*args)
     elif mode == "offsets":
         offsets(int(args[0]))
+    elif mode == "programs":
+        several(*args)
     elif mode == "many":
         many(args[0], int(args[1]))
     else:

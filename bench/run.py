@@ -106,6 +106,20 @@ def measure_program(work: pathlib.Path, program: str, backend: str, store: pathl
     return row
 
 
+def later_programs(store: pathlib.Path) -> dict[str, Any] | None:
+    """Each program's first hit after the others' in one process (gtfn; fresh processes): what a
+    model's later programs cost, beside the process's first hit and a program's further variants."""
+    names = [p for p, _ in PROGRAMS]
+    if len(names) < 2:
+        return None
+    runs = [child("programs", ",".join(names), "gtfn_cpu", env={"GTCACHE_DIR": str(store)})
+            for _ in range(GTFN_PAIRS)]
+    assert all([o["status"] for o in r["outcomes"]] == ["hit"] * len(names) for r in runs), runs
+    own = {name: statistics.median((r["outcomes"][i]["seconds"] - r["outcomes"][i]["load_seconds"]) * 1e3 for r in runs)
+           for i, name in enumerate(names)}
+    return {"order": names, "own_ms": own}
+
+
 def startup(store: pathlib.Path) -> dict[str, float]:
     """Start-up with and without the hook armed, in pairs (one of each, in turn, so drift in
     the machine's load hits both): ``python -c pass`` and ``python -c 'import gt4py.next'``
@@ -175,8 +189,17 @@ def offset_types() -> dict[str, float]:
             "offsets_later_ms": statistics.median(r["later_ms"] for r in runs)}
 
 
+def _later_rows(later: dict[str, Any] | None) -> list[str]:
+    if later is None:
+        return []
+    order = later["order"]
+    return [f"| a program's first hit after {', '.join(order[:i])}'s in the same process (a model's later programs),"
+            f" gtfn: {name}'s own work (median) | {later['own_ms'][name]:.2f} ms |" for i, name in enumerate(order) if i]
+
+
 def render(rows: list[dict[str, Any]], start: dict[str, float], many: dict[str, Any]) -> str:
     cpu = _cpu_model()
+    later_own = list(many["later"]["own_ms"].items()) if many.get("later") else []
     import gt4py
 
     lines = [
@@ -277,6 +300,7 @@ def render(rows: list[dict[str, Any]], start: dict[str, float], many: dict[str, 
         f"| per variant: gtcache hit (median) | {many['per_variant_ms']:.2f} ms |",
         f"| per variant after the first: gtcache's own work (median) | {many['further_own_ms']:.2f} ms |",
         f"| per variant: gt4py warm serial (mean) | {many['gt4py_serial_per_variant_ms']:.2f} ms |",
+        *_later_rows(many["later"]),
         f"| a key's connectivity types, {ICON_CONNECTIVITIES} connectivities (icon4py passes a grid's all): a process's first variant | {many['offsets_first_ms']:.2f} ms |",
         f"| the same, each later variant (described once per connectivity object) | {many['offsets_later_ms']:.3f} ms |",
         "",
@@ -309,9 +333,12 @@ def render(rows: list[dict[str, Any]], start: dict[str, float], many: dict[str, 
         _target(f"warm start of {many['variants']} variants spends <= {0.15 * many['variants'] / 200:.3g} s in gtcache"
                 " (0.15 s per 200)", f"{many['in_gtcache_ms'] / 1e3:.3f} s", many["in_gtcache_ms"] <= 0.75 * many["variants"]),
         _target("every hit after a process's first <= 0.5 ms of gtcache's own work",
-                f"{many['further_own_ms']:.2f} ms ({many['further_own_ms'] + many['offsets_later_ms']:.2f} ms with an"
-                f" offset provider of {ICON_CONNECTIVITIES} connectivities, as icon4py passes)",
-                many["further_own_ms"] + many["offsets_later_ms"] <= 0.5),
+                f"a program's further variants {many['further_own_ms']:.2f} ms"
+                f" ({many['further_own_ms'] + many['offsets_later_ms']:.2f} ms with an offset provider of"
+                f" {ICON_CONNECTIVITIES} connectivities, as icon4py passes)" + "".join(
+                    f"; {name}'s first hit after {', '.join(many['later']['order'][:i])}'s {ms:.2f} ms"
+                    for i, (name, ms) in enumerate(later_own) if i),
+                many["further_own_ms"] + many["offsets_later_ms"] <= 0.5 and all(ms <= 0.5 for _, ms in later_own[1:])),
         _target("first hit in a fresh process: gtcache's own work <= 2 ms (gtfn)",
                 ", ".join(f"{r['program']} {r['gtcache_own']:.2f} ms" for r in rows if r["backend"] == "gtfn_cpu"),
                 all(r["gtcache_own"] <= 2 for r in rows if r["backend"] == "gtfn_cpu")),
@@ -331,6 +358,16 @@ def render(rows: list[dict[str, Any]], start: dict[str, float], many: dict[str, 
         "as gtfn's, and the CPU's features: dace builds with `-march=native`); across processes, a",
         "hit and a bare load also differ by the spread of dace's parse of the SDFG (hits and bare",
         "loads of one entry, taken in turn).",
+        "",
+        "A model's later programs (the rows \"a program's first hit after ...\" above): a program's",
+        "first hit in a process that served others skips what is once per process (opening the",
+        "store, the facts file, the backend's configuration, the toolchain) and pays what is once",
+        "per program: its definition serialized for the first time (its functions' source facts",
+        "from their file's facts shard, its closure values), the connectivity types of objects not",
+        "described yet (the bench gives each program offset provider objects of its own; icon4py",
+        "passes one grid's to every program, described once), the entry's record and the payload's",
+        "checksum. That is not within 0.5 ms for a program of diffuse_vn's size: a model of some",
+        "hundred programs spends about a millisecond of gtcache's own work on each, once per process.",
         "",
     ]
     return "\n".join(lines)
@@ -452,6 +489,7 @@ def main() -> None:
         print("measuring start-up and many variants ...", flush=True)
         start = startup(store)
         many = warm_start_many(work, store)
+        many["later"] = later_programs(store)
         print("measuring store operations at scale ...", flush=True)
         scale_rows = scale.main()
         facts_rows = scale.facts_main()
