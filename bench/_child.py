@@ -4,6 +4,7 @@
     python -O bench/_child.py floor PROGRAM BACKEND STORE KEY
     python -O bench/_child.py many BACKEND COUNT
     python -O bench/_child.py programs PROGRAM,PROGRAM,... BACKEND
+    python -O bench/_child.py count PROGRAM,PROGRAM,... BACKEND
     python -O bench/_child.py parts PROGRAM BACKEND
     python -O bench/_child.py offsets CONNECTIVITIES
     python -O bench/_child.py install STORE
@@ -168,6 +169,80 @@ def several(names: str, backend_name: str) -> None:
     report()
 
 
+def count(names: str, backend_name: str) -> None:
+    """The Python bytecode instructions and calls of the last program's hit (its own share: gt4py's
+    ``load_artifact`` left out), by where their code lives; counted by ``sys.monitoring``, so the
+    same in every run (with ``PYTHONHASHSEED`` fixed): a measure of the hot path without the
+    run-to-run noise of its time."""
+    import collections
+    import sysconfig
+
+    from gt4py.next.otf import compiled_program
+
+    from gtcache import examples
+    from gtcache.gt4py import _hook
+
+    monitoring = sys.monitoring
+    tool = monitoring.PROFILER_ID
+    stdlib = sysconfig.get_paths()["stdlib"]
+    counted: collections.Counter[str] = collections.Counter()
+    places: dict[str, str] = {}
+    active = [False]
+
+    def place(code: Any) -> str:
+        where = places.get(code.co_filename)
+        if where is None:
+            name = code.co_filename
+            where = places[name] = (
+                "gtcache" if "/gtcache/" in name else "gt4py" if "/gt4py/" in name
+                else "stdlib" if name.startswith(stdlib) or name.startswith("<frozen") else "other"
+            )
+        return where
+
+    def instruction(code: Any, _offset: int) -> None:
+        if active[0]:
+            counted[place(code)] += 1
+
+    def call(_code: Any, _offset: int, _callable: Any, _arg0: Any) -> None:
+        if active[0]:
+            counted["calls"] += 1
+
+    backend = examples.backend_by_name(backend_name)
+    original_load = type(backend).load_artifact
+    original_task = _hook.Hook.make_task
+    last = names.split(",")[-1]
+
+    def load_artifact(self: Any, artifact: Any) -> Any:
+        was, active[0] = active[0], False
+        try:
+            return original_load(self, artifact)
+        finally:
+            active[0] = was
+
+    def make_task(self: Any, original: Any, backend: Any, definition_stage: Any, cta: Any) -> Any:
+        active[0] = definition_stage.definition.__name__ == last
+        try:
+            return original_task(self, original, backend, definition_stage, cta)
+        finally:
+            active[0] = False
+
+    type(backend).load_artifact = load_artifact  # type: ignore[method-assign]
+    _hook.Hook.make_task = make_task  # type: ignore[method-assign]
+    monitoring.use_tool_id(tool, "gtcache-bench")
+    monitoring.register_callback(tool, monitoring.events.INSTRUCTION, instruction)
+    monitoring.register_callback(tool, monitoring.events.CALL, call)
+    monitoring.set_events(tool, monitoring.events.INSTRUCTION | monitoring.events.CALL)
+    try:
+        for name in names.split(","):
+            program, offset_provider = program_and_provider(name)
+            program.with_backend(backend).compile(offset_provider=offset_provider)
+            compiled_program.wait_for_compilation()
+    finally:
+        monitoring.set_events(tool, 0)
+        monitoring.free_tool_id(tool)
+    report(counts=dict(counted))
+
+
 def offsets(connectivities: int) -> None:
     """The connectivity types of an offset provider like icon4py's (it passes all of a grid's
     connectivities to every program), as a key computes them: for a process's first variant,
@@ -209,6 +284,8 @@ if __name__ == "__main__":
         offsets(int(args[0]))
     elif mode == "programs":
         several(*args)
+    elif mode == "count":
+        count(*args)
     elif mode == "many":
         many(args[0], int(args[1]))
     else:

@@ -146,6 +146,36 @@ def test_content_serialization_writes_classes_pickle_would_reduce_by_their_full_
     assert None not in written and written[0] != written[1]
 
 
+def test_a_class_found_written_by_name_is_written_by_the_name_it_has_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Classes and functions found written by name are remembered (``_compat._BY_NAME``), not
+    their names: a class renamed since is written by its new name, and refused when that name
+    does not lead to it (pickle's own check, which the memory does not skip)."""
+    import types
+
+    module = types.ModuleType("gtcache_test_renamed")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    cls = type("Before", (), {"__module__": module.__name__})
+    module.Before = cls  # type: ignore[attr-defined]
+    before = _compat.content_bytes([cls])
+    assert before is not None and _compat._BY_NAME.get(id(cls)) is cls
+    cls.__qualname__ = cls.__name__ = "After"
+    module.After = cls  # type: ignore[attr-defined]
+    after = _compat.content_bytes([cls])
+    assert after is not None and after[0] != before[0] and b"After" in after[0]
+    del module.After  # type: ignore[attr-defined]
+    assert _compat.content_bytes([cls]) is None
+
+
+def test_serializing_keeps_one_table_of_handlers_per_set_of_overrides() -> None:
+    """``content_bytes`` without overrides shares one table of per-class handlers (and keeps
+    no new one each call)."""
+    _compat.content_bytes([Edge])
+    tables = len(_compat._HANDLERS)
+    for _ in range(3):
+        assert _compat.content_bytes([Edge, 1.5]) is not None
+    assert len(_compat._HANDLERS) == tables
+
+
 def test_an_enum_makes_its_module_part_of_the_content_key() -> None:
     """pickle writes an enum member as its class (by name) and value, but gt4py reads the
     class's members: a member added in the file must change the key, as the file does."""

@@ -233,7 +233,7 @@ def content_bytes(
     if _DATA_FIELDS is None or _FINGERPRINTED is None or _REFERENCE is None:
         return None  # another gt4py: no shortcut
     stream = io.BytesIO()
-    pickler = _ContentPickler(stream, overrides or {})
+    pickler = _ContentPickler(stream, overrides or _NO_OVERRIDES)
     try:
         pickler.dump(obj)
     except Exception:  # pickling refused something (or an override did): no shortcut
@@ -241,6 +241,7 @@ def content_bytes(
     return stream.getvalue(), frozenset(pickler.modules)
 
 
+_NO_OVERRIDES: Mapping[type, Callable[[Any], Reduction]] = types.MappingProxyType({})
 _DATA_FIELDS: Any = getattr(fingerprinting, "_data_fields", None)
 _FINGERPRINTED: Any = getattr(fingerprinting, "_is_fingerprinted_field", None)
 _REFERENCE: Any = getattr(fingerprinting, "_reference_by_fully_qualified_name", None)
@@ -274,42 +275,92 @@ class _ContentPickler(pickle.Pickler):
         # (``collections.UserDict`` and a ``UserDict.IterableUserDict``).
         super().__init__(stream, protocol=2, fix_imports=False)
         self.overrides = overrides
-        #: Per class, the override its instances take (None: none), found along its MRO once.
-        self._override_of: dict[type, Callable[[Any], Reduction] | None] = {}
         self.modules: set[str] = set()
+        self._handlers = _handlers_for(overrides)
 
     def reducer_override(self, obj: Any) -> Any:
-        if obj is data_fields_of or obj is mirrored:
-            return NotImplemented
-        cls = type(obj)
-        if self.overrides:
-            override = self._override_of.get(cls, _UNPLANNED)
-            if override is _UNPLANNED:
-                override = self._override_of[cls] = next(
-                    (self.overrides[base] for base in cls.__mro__ if base in self.overrides), None
-                )
-            if override is not None:
-                return override(obj)
-        if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
-            if isinstance(obj, enum.EnumMeta):  # gt4py reads an enum's members (pickle writes
-                self.modules.add(obj.__module__)  # a member as its class and value): its file counts
-            by_name = _written_by_name(obj)
-            if by_name and _pickle_checks_as_gt4py(obj):
-                return NotImplemented  # pickled by reference (pickle checks the name resolves too)
-            name = _REFERENCE(obj, True)  # TypeError where gt4py refuses the reference
-            # What pickle would not write by its name (a reduced metaclass's class) is written
-            # as the name gt4py fingerprints.
-            return NotImplemented if by_name else (mirrored, (b"gtcache-reference", name))
-        plan = _CLASS_PLANS.get(cls, _UNPLANNED)
-        if plan is _UNPLANNED:
-            plan = _CLASS_PLANS[cls] = _class_plan(cls)
-        if plan is None:
-            return NotImplemented
-        if isinstance(plan, str):
-            raise TypeError(plan)
-        self.modules.add(cls.__module__)
-        names, values = plan
+        handler = self._handlers.get(type(obj))
+        if handler is None:
+            handler = self._handlers[type(obj)] = _handler(type(obj), self.overrides)
+        return handler(self, obj)
+
+
+#: Per overrides mapping (kept, so its id is not reused): per class, what its instances take
+#: (``_handler``). Classes do not change in a process, nor does what gt4py says of them; a
+#: program's first hit pickles some hundred objects of a few dozen classes.
+_HANDLERS: dict[int, tuple[Mapping[type, Any], dict[type, Callable[[_ContentPickler, Any], Any]]]] = {}
+
+
+def _handlers_for(overrides: Mapping[type, Any]) -> dict[type, Callable[[_ContentPickler, Any], Any]]:
+    kept = _HANDLERS.get(id(overrides))
+    if kept is None or kept[0] is not overrides:
+        kept = _HANDLERS[id(overrides)] = (overrides, {})
+    return kept[1]
+
+
+def _handler(cls: type, overrides: Mapping[type, Any]) -> Callable[[_ContentPickler, Any], Any]:
+    """What instances of ``cls`` take: an override (along the MRO, like gt4py's dispatch), a
+    reference by name (classes, functions), a data class's fingerprinted fields, a refusal, or
+    pickle's own reduction."""
+    override = next((overrides[base] for base in cls.__mro__ if base in overrides), None) if overrides else None
+    if override is not None:
+        if issubclass(cls, types.FunctionType):  # the markers are functions: never overridden
+            return lambda _pickler, obj: NotImplemented if obj is data_fields_of or obj is mirrored else override(obj)
+        return lambda _pickler, obj: override(obj)
+    if issubclass(cls, (type, types.FunctionType, types.BuiltinFunctionType)):
+        return _reference
+    plan = _CLASS_PLANS.get(cls, _UNPLANNED)
+    if plan is _UNPLANNED:
+        plan = _CLASS_PLANS[cls] = _class_plan(cls)
+    if plan is None:
+        return _as_pickle_does
+    if isinstance(plan, str):
+        return functools.partial(_refuse, plan)
+    names, values = plan
+    module = cls.__module__
+
+    def fields(pickler: _ContentPickler, obj: Any) -> Any:
+        pickler.modules.add(module)
         return data_fields_of, (cls, names, values(obj))
+
+    return fields
+
+
+def _as_pickle_does(pickler: _ContentPickler, obj: Any) -> Any:
+    # An object only claiming to be a class or a function (``__class__``) is checked as one.
+    if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
+        return _reference(pickler, obj)
+    return NotImplemented
+
+
+def _reference(pickler: _ContentPickler, obj: Any) -> Any:
+    if _BY_NAME.get(id(obj)) is obj:
+        return NotImplemented  # found written by name before, in this process
+    enum_class = isinstance(obj, enum.EnumMeta)
+    if enum_class:  # gt4py reads an enum's members (pickle writes a member as its class and
+        pickler.modules.add(obj.__module__)  # value): its file counts, each time
+    by_name = _written_by_name(obj)
+    if by_name and _pickle_checks_as_gt4py(obj):
+        if not enum_class and len(_BY_NAME) < _MAX_BY_NAME:
+            _BY_NAME[id(obj)] = obj
+        return NotImplemented  # pickled by reference (pickle checks the name resolves too)
+    name = _REFERENCE(obj, True)  # TypeError where gt4py refuses the reference
+    # What pickle would not write by its name (a reduced metaclass's class) is written
+    # as the name gt4py fingerprints.
+    return NotImplemented if by_name else (mirrored, (b"gtcache-reference", name))
+
+
+def _refuse(reason: str, _pickler: _ContentPickler, _obj: Any) -> Any:
+    raise TypeError(reason)
+
+
+#: Classes and functions found written by name as gt4py would (``_reference``), by id (the
+#: object kept: its id is not reused); enum classes are not (their modules count each time).
+#: Not their names: were one renamed later, pickle writes it by the name it has then, and
+#: only if that name leads to the object itself, as it refuses what gt4py's check refuses
+#: (``_pickle_checks_as_gt4py``).
+_BY_NAME: dict[int, object] = {}
+_MAX_BY_NAME = 8192
 
 
 _UNPLANNED: Any = object()
