@@ -166,6 +166,31 @@ def test_a_class_found_written_by_name_is_written_by_the_name_it_has_now(monkeyp
     assert _compat.content_bytes([cls]) is None
 
 
+def test_a_class_found_written_by_name_is_written_by_its_full_name_once_copyreg_reduces_its_metaclass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A library may register a ``copyreg`` reducer for a metaclass after its classes were
+    written: pickle then writes them by that reducer (here a bare name two classes share),
+    so gtcache writes them by their full names, as before they were remembered."""
+    import types
+
+    written = []
+    for module_name in ("gtcache_test_late_first", "gtcache_test_late_second"):
+        module = types.ModuleType(module_name)
+        monkeypatch.setitem(sys.modules, module_name, module)
+        cls = _LateReduced("Same", (), {"__module__": module_name})
+        module.Same = cls  # type: ignore[attr-defined]
+        assert _compat.content_bytes([cls]) is not None and _compat._BY_NAME.get(id(cls)) is cls
+        written.append(cls)
+    monkeypatch.setitem(copyreg.dispatch_table, _LateReduced, lambda cls: (str, (cls.__name__,)))
+    first, second = (_compat.content_bytes([cls]) for cls in written)
+    assert first is not None and second is not None and first != second
+
+
+class _LateReduced(type):
+    """A metaclass ``copyreg`` reduces only from some point on (the test registers it)."""
+
+
 def test_serializing_keeps_one_table_of_handlers_per_set_of_overrides() -> None:
     """``content_bytes`` without overrides shares one table of per-class handlers (and keeps
     no new one each call)."""

@@ -308,6 +308,8 @@ def _handler(cls: type, overrides: Mapping[type, Any]) -> Callable[[_ContentPick
             return lambda _pickler, obj: NotImplemented if obj is data_fields_of or obj is mirrored else override(obj)
         return lambda _pickler, obj: override(obj)
     if issubclass(cls, (type, types.FunctionType, types.BuiltinFunctionType)):
+        if issubclass(cls, type) and not issubclass(cls, enum.EnumMeta):
+            _PLAIN_METACLASSES.add(cls)
         return _reference
     plan = _CLASS_PLANS.get(cls, _UNPLANNED)
     if plan is _UNPLANNED:
@@ -334,8 +336,19 @@ def _as_pickle_does(pickler: _ContentPickler, obj: Any) -> Any:
 
 
 def _reference(pickler: _ContentPickler, obj: Any) -> Any:
-    if _BY_NAME.get(id(obj)) is obj:
+    cls = type(obj)
+    reduced = cls in copyreg.dispatch_table  # (a library may register its metaclass any time)
+    if not reduced and _BY_NAME.get(id(obj)) is obj:
         return NotImplemented  # found written by name before, in this process
+    if cls is types.FunctionType or (
+        not reduced and cls in _PLAIN_METACLASSES and obj not in _SINGLETON_TYPES
+    ):  # most: ``_written_by_name`` true, ``_pickle_checks_as_gt4py`` inlined
+        module, name = getattr(obj, "__module__", None), obj.__qualname__
+        if (isinstance(module, str) and isinstance(name, str) and name and "<" not in module and "<" not in name
+                and sys.modules.get(module) is not None):
+            if len(_BY_NAME) < _MAX_BY_NAME:
+                _BY_NAME[id(obj)] = obj
+            return NotImplemented
     enum_class = isinstance(obj, enum.EnumMeta)
     if enum_class:  # gt4py reads an enum's members (pickle writes a member as its class and
         pickler.modules.add(obj.__module__)  # value): its file counts, each time
@@ -358,7 +371,8 @@ def _refuse(reason: str, _pickler: _ContentPickler, _obj: Any) -> Any:
 #: object kept: its id is not reused); enum classes are not (their modules count each time).
 #: Not their names: were one renamed later, pickle writes it by the name it has then, and
 #: only if that name leads to the object itself, as it refuses what gt4py's check refuses
-#: (``_pickle_checks_as_gt4py``).
+#: (``_pickle_checks_as_gt4py``). Not past a ``copyreg`` reducer registered for its metaclass
+#: since: pickle would write the class by that reducer, no longer by name.
 _BY_NAME: dict[int, object] = {}
 _MAX_BY_NAME = 8192
 
@@ -399,6 +413,10 @@ def _pickle_checks_as_gt4py(obj: type | types.FunctionType | types.BuiltinFuncti
 
 
 _NONE_TYPE, _ELLIPSIS_TYPE, _NOT_IMPLEMENTED_TYPE = type(None), type(...), type(NotImplemented)
+_SINGLETON_TYPES = (_NONE_TYPE, _ELLIPSIS_TYPE, _NOT_IMPLEMENTED_TYPE)
+#: Metaclasses met (``_handler``) but enum's: their classes are written by name unless
+#: ``copyreg`` reduces the metaclass (checked each time: a library may register one later).
+_PLAIN_METACLASSES: set[type] = set()
 
 
 def data_fields_of(*_pieces: Any) -> None:
