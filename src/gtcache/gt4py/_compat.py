@@ -250,7 +250,7 @@ _REFERENCE: Any = getattr(fingerprinting, "_reference_by_fully_qualified_name", 
 #: as pickle does, a data class's fingerprinted field names and a function reading their
 #: values (as a tuple), a ``TypeError`` message: refused. Classes do not change in a
 #: process, and neither does what gt4py says of them.
-_CLASS_PLANS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]] | str | None] = {}
+_CLASS_PLANS: dict[int, tuple[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]] | str | None]] = {}
 
 
 def _class_plan(cls: type) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]] | str | None:
@@ -279,21 +279,28 @@ class _ContentPickler(pickle.Pickler):
         self._handlers = _handlers_for(overrides)
 
     def reducer_override(self, obj: Any) -> Any:
-        handler = self._handlers.get(type(obj))
-        if handler is None:
-            handler = self._handlers[type(obj)] = _handler(type(obj), self.overrides)
-        return handler(self, obj)
+        cls = type(obj)
+        found = self._handlers.get(id(cls))  # by identity: a metaclass may make classes compare equal
+        if found is None or found[0] is not cls:
+            found = self._handlers[id(cls)] = (cls, _handler(cls, self.overrides))
+        return found[1](self, obj)
 
 
-#: Per overrides mapping (kept, so its id is not reused): per class, what its instances take
-#: (``_handler``). Classes do not change in a process, nor does what gt4py says of them; a
-#: program's first hit pickles some hundred objects of a few dozen classes.
-_HANDLERS: dict[int, tuple[Mapping[type, Any], dict[type, Callable[[_ContentPickler, Any], Any]]]] = {}
+_Handler = Callable[[_ContentPickler, Any], Any]
+#: Per overrides mapping (kept, so its id is not reused): per class (by id, the class kept),
+#: what its instances take (``_handler``). Classes do not change in a process (their bases
+#: neither: a class whose ``__bases__`` are assigned keeps the handler found first), nor does
+#: what gt4py says of them; a program's first hit pickles some hundred objects of a few dozen
+#: classes. gtcache passes two mappings, constants; others get a table of their own per call.
+_HANDLERS: dict[int, tuple[Mapping[type, Any], dict[int, tuple[type, _Handler]]]] = {}
+_MAX_HANDLER_TABLES = 8
 
 
-def _handlers_for(overrides: Mapping[type, Any]) -> dict[type, Callable[[_ContentPickler, Any], Any]]:
+def _handlers_for(overrides: Mapping[type, Any]) -> dict[int, tuple[type, _Handler]]:
     kept = _HANDLERS.get(id(overrides))
     if kept is None or kept[0] is not overrides:
+        if len(_HANDLERS) >= _MAX_HANDLER_TABLES:
+            return {}
         kept = _HANDLERS[id(overrides)] = (overrides, {})
     return kept[1]
 
@@ -307,21 +314,31 @@ def _handler(cls: type, overrides: Mapping[type, Any]) -> Callable[[_ContentPick
         if issubclass(cls, types.FunctionType):  # the markers are functions: never overridden
             return lambda _pickler, obj: NotImplemented if obj is data_fields_of or obj is mirrored else override(obj)
         return lambda _pickler, obj: override(obj)
-    if issubclass(cls, (type, types.FunctionType, types.BuiltinFunctionType)):
+    if issubclass(cls, _CLASS_LIKE):
         if issubclass(cls, type) and not issubclass(cls, enum.EnumMeta):
-            _PLAIN_METACLASSES.add(cls)
+            _PLAIN_METACLASSES[id(cls)] = cls
         return _reference
-    plan = _CLASS_PLANS.get(cls, _UNPLANNED)
-    if plan is _UNPLANNED:
-        plan = _CLASS_PLANS[cls] = _class_plan(cls)
+    found = _CLASS_PLANS.get(id(cls))
+    if found is None or found[0] is not cls:
+        found = _CLASS_PLANS[id(cls)] = (cls, _class_plan(cls))
+    plan = found[1]
     if plan is None:
         return _as_pickle_does
     if isinstance(plan, str):
-        return functools.partial(_refuse, plan)
+        reason = plan
+
+        def refuse(pickler: _ContentPickler, obj: Any) -> Any:
+            if obj.__class__ is not cls and isinstance(obj, _CLASS_LIKE):
+                return _reference(pickler, obj)
+            raise TypeError(reason)
+
+        return refuse
     names, values = plan
     module = cls.__module__
 
     def fields(pickler: _ContentPickler, obj: Any) -> Any:
+        if obj.__class__ is not cls and isinstance(obj, _CLASS_LIKE):  # claims to be a class
+            return _reference(pickler, obj)
         pickler.modules.add(module)
         return data_fields_of, (cls, names, values(obj))
 
@@ -330,32 +347,25 @@ def _handler(cls: type, overrides: Mapping[type, Any]) -> Callable[[_ContentPick
 
 def _as_pickle_does(pickler: _ContentPickler, obj: Any) -> Any:
     # An object only claiming to be a class or a function (``__class__``) is checked as one.
-    if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
-        return _reference(pickler, obj)
-    return NotImplemented
+    return _reference(pickler, obj) if isinstance(obj, _CLASS_LIKE) else NotImplemented
+
+
+_CLASS_LIKE = (type, types.FunctionType, types.BuiltinFunctionType)
 
 
 def _reference(pickler: _ContentPickler, obj: Any) -> Any:
     cls = type(obj)
-    reduced = cls in copyreg.dispatch_table  # (a library may register its metaclass any time)
-    if not reduced and _BY_NAME.get(id(obj)) is obj:
-        return NotImplemented  # found written by name before, in this process
     if cls is types.FunctionType or (
-        not reduced and cls in _PLAIN_METACLASSES and obj not in _SINGLETON_TYPES
-    ):  # most: ``_written_by_name`` true, ``_pickle_checks_as_gt4py`` inlined
+        _PLAIN_METACLASSES.get(id(cls)) is cls and cls not in copyreg.dispatch_table and obj not in _SINGLETON_TYPES
+    ):  # most objects: what ``_written_by_name`` and ``_pickle_checks_as_gt4py`` say, inlined
         module, name = getattr(obj, "__module__", None), obj.__qualname__
         if (isinstance(module, str) and isinstance(name, str) and name and "<" not in module and "<" not in name
-                and sys.modules.get(module) is not None):
-            if len(_BY_NAME) < _MAX_BY_NAME:
-                _BY_NAME[id(obj)] = obj
-            return NotImplemented
-    enum_class = isinstance(obj, enum.EnumMeta)
-    if enum_class:  # gt4py reads an enum's members (pickle writes a member as its class and
-        pickler.modules.add(obj.__module__)  # value): its file counts, each time
+                and sys.modules.get(module) is not None and not _extension(module, name)):
+            return NotImplemented  # pickled by reference (pickle checks the name resolves too)
+    if isinstance(obj, enum.EnumMeta):  # gt4py reads an enum's members (pickle writes
+        pickler.modules.add(obj.__module__)  # a member as its class and value): its file counts
     by_name = _written_by_name(obj)
     if by_name and _pickle_checks_as_gt4py(obj):
-        if not enum_class and len(_BY_NAME) < _MAX_BY_NAME:
-            _BY_NAME[id(obj)] = obj
         return NotImplemented  # pickled by reference (pickle checks the name resolves too)
     name = _REFERENCE(obj, True)  # TypeError where gt4py refuses the reference
     # What pickle would not write by its name (a reduced metaclass's class) is written
@@ -363,18 +373,10 @@ def _reference(pickler: _ContentPickler, obj: Any) -> Any:
     return NotImplemented if by_name else (mirrored, (b"gtcache-reference", name))
 
 
-def _refuse(reason: str, _pickler: _ContentPickler, _obj: Any) -> Any:
-    raise TypeError(reason)
-
-
-#: Classes and functions found written by name as gt4py would (``_reference``), by id (the
-#: object kept: its id is not reused); enum classes are not (their modules count each time).
-#: Not their names: were one renamed later, pickle writes it by the name it has then, and
-#: only if that name leads to the object itself, as it refuses what gt4py's check refuses
-#: (``_pickle_checks_as_gt4py``). Not past a ``copyreg`` reducer registered for its metaclass
-#: since: pickle would write the class by that reducer, no longer by name.
-_BY_NAME: dict[int, object] = {}
-_MAX_BY_NAME = 8192
+def _extension(module: str, name: str) -> bool:
+    """Whether pickle writes ``module.name`` as a ``copyreg`` extension code, not by name."""
+    registry = copyreg._extension_registry  # type: ignore[attr-defined]  # what pickle reads
+    return bool(registry) and (module, name) in registry
 
 
 _UNPLANNED: Any = object()
@@ -388,10 +390,13 @@ def _written_by_name(obj: type | types.FunctionType | types.BuiltinFunctionType)
     object that only claims to be a class (``__class__``), a class of a reduced metaclass
     (numpy's dtype classes) or a built-in bound to an object (``random.random``)."""
     cls = type(obj)
+    module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if isinstance(module, str) and isinstance(name, str) and _extension(module, name):
+        return False  # written as its extension code
     if cls is types.FunctionType:
-        return True
+        return True  # (pickle consults no ``copyreg`` reducer for functions, nor for ``type``)
     if cls is types.BuiltinFunctionType:
-        return isinstance(getattr(obj, "__self__", None), types.ModuleType)
+        return isinstance(getattr(obj, "__self__", None), types.ModuleType) and cls not in copyreg.dispatch_table
     return (issubclass(cls, type) and cls not in copyreg.dispatch_table
             and obj is not _NONE_TYPE and obj is not _ELLIPSIS_TYPE and obj is not _NOT_IMPLEMENTED_TYPE)
 
@@ -414,9 +419,9 @@ def _pickle_checks_as_gt4py(obj: type | types.FunctionType | types.BuiltinFuncti
 
 _NONE_TYPE, _ELLIPSIS_TYPE, _NOT_IMPLEMENTED_TYPE = type(None), type(...), type(NotImplemented)
 _SINGLETON_TYPES = (_NONE_TYPE, _ELLIPSIS_TYPE, _NOT_IMPLEMENTED_TYPE)
-#: Metaclasses met (``_handler``) but enum's: their classes are written by name unless
-#: ``copyreg`` reduces the metaclass (checked each time: a library may register one later).
-_PLAIN_METACLASSES: set[type] = set()
+#: Metaclasses met (``_handler``) but enum's, by id (kept): their classes are written by name
+#: unless ``copyreg`` reduces the metaclass (checked each time: a library may register one later).
+_PLAIN_METACLASSES: dict[int, type] = {}
 
 
 def data_fields_of(*_pieces: Any) -> None:
