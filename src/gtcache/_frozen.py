@@ -50,8 +50,6 @@ class Frozen:
     _hidden_: ClassVar[frozenset[str]] = frozenset()
     #: The fields ``repr`` shows.
     _shown_: ClassVar[tuple[str, ...]] = ()
-    #: The fields, as a set.
-    _names_: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -87,16 +85,10 @@ class Frozen:
                 raise TypeError(f"{cls.__qualname__}: field {name!r} without a default follows one with a default")
         cls._fields_, cls._defaults_, cls._hidden_ = tuple(fields), defaults, frozenset(hidden)
         cls._shown_ = tuple(name for name in fields if name not in hidden)
-        cls._names_ = frozenset(fields)
         setattr(cls, "__match_args__", cls._fields_)  # noqa: B010 - mypy forbids assigning it
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         fields = self._fields_
-        if not args and kwargs.keys() == self._names_:  # every field by name: nothing to check
-            self.__dict__.update(kwargs)
-            if (post_init := getattr(self, "__post_init__", None)) is not None:
-                post_init()
-            return
         if len(args) > len(fields):
             raise TypeError(f"{type(self).__qualname__}() takes {len(fields)} arguments, {len(args)} given")
         values = dict(zip(fields, args, strict=False))

@@ -17,11 +17,9 @@ __all__ = ["canonical_bytes", "digest", "make_key"]
 
 def canonical_bytes(value: Any) -> bytes:
     """JSON with sorted keys, fixed separators and no NaN: equal values give equal bytes."""
-    return _CANONICAL.encode(value).encode("ascii")
-
-
-#: ``json.dumps``' encoder for these options, made once (``dumps`` makes one a call).
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    ).encode("ascii")
 
 
 def digest(data: bytes | str) -> str:

@@ -244,16 +244,6 @@ class _Claiming:
         return type
 
 
-def test_serializing_keeps_one_table_of_handlers_per_set_of_overrides() -> None:
-    """``content_bytes`` without overrides shares one table of per-class handlers (and keeps
-    no new one each call)."""
-    _compat.content_bytes([Edge])
-    tables = len(_compat._HANDLERS)
-    for _ in range(3):
-        assert _compat.content_bytes([Edge, 1.5]) is not None
-    assert len(_compat._HANDLERS) == tables
-
-
 def test_an_enum_makes_its_module_part_of_the_content_key() -> None:
     """pickle writes an enum member as its class (by name) and value, but gt4py reads the
     class's members: a member added in the file must change the key, as the file does."""

@@ -233,7 +233,7 @@ def content_bytes(
     if _DATA_FIELDS is None or _FINGERPRINTED is None or _REFERENCE is None:
         return None  # another gt4py: no shortcut
     stream = io.BytesIO()
-    pickler = _ContentPickler(stream, overrides or _NO_OVERRIDES)
+    pickler = _ContentPickler(stream, overrides or {})
     try:
         pickler.dump(obj)
     except Exception:  # pickling refused something (or an override did): no shortcut
@@ -241,7 +241,6 @@ def content_bytes(
     return stream.getvalue(), frozenset(pickler.modules)
 
 
-_NO_OVERRIDES: Mapping[type, Callable[[Any], Reduction]] = types.MappingProxyType({})
 _DATA_FIELDS: Any = getattr(fingerprinting, "_data_fields", None)
 _FINGERPRINTED: Any = getattr(fingerprinting, "_is_fingerprinted_field", None)
 _REFERENCE: Any = getattr(fingerprinting, "_reference_by_fully_qualified_name", None)
@@ -250,7 +249,7 @@ _REFERENCE: Any = getattr(fingerprinting, "_reference_by_fully_qualified_name", 
 #: as pickle does, a data class's fingerprinted field names and a function reading their
 #: values (as a tuple), a ``TypeError`` message: refused. Classes do not change in a
 #: process, and neither does what gt4py says of them.
-_CLASS_PLANS: dict[int, tuple[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]] | str | None]] = {}
+_CLASS_PLANS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]] | str | None] = {}
 
 
 def _class_plan(cls: type) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]] | str | None:
@@ -275,108 +274,42 @@ class _ContentPickler(pickle.Pickler):
         # (``collections.UserDict`` and a ``UserDict.IterableUserDict``).
         super().__init__(stream, protocol=2, fix_imports=False)
         self.overrides = overrides
+        #: Per class, the override its instances take (None: none), found along its MRO once.
+        self._override_of: dict[type, Callable[[Any], Reduction] | None] = {}
         self.modules: set[str] = set()
-        self._handlers = _handlers_for(overrides)
 
     def reducer_override(self, obj: Any) -> Any:
+        if obj is data_fields_of or obj is mirrored:
+            return NotImplemented
         cls = type(obj)
-        found = self._handlers.get(id(cls))  # by identity: a metaclass may make classes compare equal
-        if found is None or found[0] is not cls:
-            found = self._handlers[id(cls)] = (cls, _handler(cls, self.overrides))
-        return found[1](self, obj)
-
-
-_Handler = Callable[[_ContentPickler, Any], Any]
-#: Per overrides mapping (kept, so its id is not reused): per class (by id, the class kept),
-#: what its instances take (``_handler``). Classes do not change in a process (their bases
-#: neither: a class whose ``__bases__`` are assigned keeps the handler found first), nor does
-#: what gt4py says of them; a program's first hit pickles some hundred objects of a few dozen
-#: classes. gtcache passes two mappings, constants; others get a table of their own per call.
-_HANDLERS: dict[int, tuple[Mapping[type, Any], dict[int, tuple[type, _Handler]]]] = {}
-_MAX_HANDLER_TABLES = 8
-
-
-def _handlers_for(overrides: Mapping[type, Any]) -> dict[int, tuple[type, _Handler]]:
-    kept = _HANDLERS.get(id(overrides))
-    if kept is None or kept[0] is not overrides:
-        if len(_HANDLERS) >= _MAX_HANDLER_TABLES:
-            return {}
-        kept = _HANDLERS[id(overrides)] = (overrides, {})
-    return kept[1]
-
-
-def _handler(cls: type, overrides: Mapping[type, Any]) -> Callable[[_ContentPickler, Any], Any]:
-    """What instances of ``cls`` take: an override (along the MRO, like gt4py's dispatch), a
-    reference by name (classes, functions), a data class's fingerprinted fields, a refusal, or
-    pickle's own reduction."""
-    override = next((overrides[base] for base in cls.__mro__ if base in overrides), None) if overrides else None
-    if override is not None:
-        if issubclass(cls, types.FunctionType):  # the markers are functions: never overridden
-            return lambda _pickler, obj: NotImplemented if obj is data_fields_of or obj is mirrored else override(obj)
-        return lambda _pickler, obj: override(obj)
-    if issubclass(cls, _CLASS_LIKE):
-        if issubclass(cls, type) and not issubclass(cls, enum.EnumMeta):
-            _PLAIN_METACLASSES[id(cls)] = cls
-        return _reference
-    found = _CLASS_PLANS.get(id(cls))
-    if found is None or found[0] is not cls:
-        found = _CLASS_PLANS[id(cls)] = (cls, _class_plan(cls))
-    plan = found[1]
-    if plan is None:
-        return _as_pickle_does
-    if isinstance(plan, str):
-        reason = plan
-
-        def refuse(pickler: _ContentPickler, obj: Any) -> Any:
-            if obj.__class__ is not cls and isinstance(obj, _CLASS_LIKE):
-                return _reference(pickler, obj)
-            raise TypeError(reason)
-
-        return refuse
-    names, values = plan
-    module = cls.__module__
-
-    def fields(pickler: _ContentPickler, obj: Any) -> Any:
-        if obj.__class__ is not cls and isinstance(obj, _CLASS_LIKE):  # claims to be a class
-            return _reference(pickler, obj)
-        pickler.modules.add(module)
+        if self.overrides:
+            override = self._override_of.get(cls, _UNPLANNED)
+            if override is _UNPLANNED:
+                override = self._override_of[cls] = next(
+                    (self.overrides[base] for base in cls.__mro__ if base in self.overrides), None
+                )
+            if override is not None:
+                return override(obj)
+        if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
+            if isinstance(obj, enum.EnumMeta):  # gt4py reads an enum's members (pickle writes
+                self.modules.add(obj.__module__)  # a member as its class and value): its file counts
+            by_name = _written_by_name(obj)
+            if by_name and _pickle_checks_as_gt4py(obj):
+                return NotImplemented  # pickled by reference (pickle checks the name resolves too)
+            name = _REFERENCE(obj, True)  # TypeError where gt4py refuses the reference
+            # What pickle would not write by its name (a reduced metaclass's class) is written
+            # as the name gt4py fingerprints.
+            return NotImplemented if by_name else (mirrored, (b"gtcache-reference", name))
+        plan = _CLASS_PLANS.get(cls, _UNPLANNED)
+        if plan is _UNPLANNED:
+            plan = _CLASS_PLANS[cls] = _class_plan(cls)
+        if plan is None:
+            return NotImplemented
+        if isinstance(plan, str):
+            raise TypeError(plan)
+        self.modules.add(cls.__module__)
+        names, values = plan
         return data_fields_of, (cls, names, values(obj))
-
-    return fields
-
-
-def _as_pickle_does(pickler: _ContentPickler, obj: Any) -> Any:
-    # An object only claiming to be a class or a function (``__class__``) is checked as one.
-    return _reference(pickler, obj) if isinstance(obj, _CLASS_LIKE) else NotImplemented
-
-
-_CLASS_LIKE = (type, types.FunctionType, types.BuiltinFunctionType)
-
-
-def _reference(pickler: _ContentPickler, obj: Any) -> Any:
-    cls = type(obj)
-    if cls is types.FunctionType or (
-        _PLAIN_METACLASSES.get(id(cls)) is cls and cls not in copyreg.dispatch_table and obj not in _SINGLETON_TYPES
-    ):  # most objects: what ``_written_by_name`` and ``_pickle_checks_as_gt4py`` say, inlined
-        module, name = getattr(obj, "__module__", None), obj.__qualname__
-        if (isinstance(module, str) and isinstance(name, str) and name and "<" not in module and "<" not in name
-                and sys.modules.get(module) is not None and not _extension(module, name)):
-            return NotImplemented  # pickled by reference (pickle checks the name resolves too)
-    if isinstance(obj, enum.EnumMeta):  # gt4py reads an enum's members (pickle writes
-        pickler.modules.add(obj.__module__)  # a member as its class and value): its file counts
-    by_name = _written_by_name(obj)
-    if by_name and _pickle_checks_as_gt4py(obj):
-        return NotImplemented  # pickled by reference (pickle checks the name resolves too)
-    name = _REFERENCE(obj, True)  # TypeError where gt4py refuses the reference
-    # What pickle would not write by its name (a reduced metaclass's class) is written
-    # as the name gt4py fingerprints.
-    return NotImplemented if by_name else (mirrored, (b"gtcache-reference", name))
-
-
-def _extension(module: str, name: str) -> bool:
-    """Whether pickle writes ``module.name`` as a ``copyreg`` extension code, not by name."""
-    registry = copyreg._extension_registry  # type: ignore[attr-defined]  # what pickle reads
-    return bool(registry) and (module, name) in registry
 
 
 _UNPLANNED: Any = object()
@@ -390,9 +323,10 @@ def _written_by_name(obj: type | types.FunctionType | types.BuiltinFunctionType)
     object that only claims to be a class (``__class__``), a class of a reduced metaclass
     (numpy's dtype classes) or a built-in bound to an object (``random.random``)."""
     cls = type(obj)
-    module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
-    if isinstance(module, str) and isinstance(name, str) and _extension(module, name):
-        return False  # written as its extension code
+    if copyreg._extension_registry:  # type: ignore[attr-defined]  # (usually empty) what pickle reads
+        module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+        if (module, name) in copyreg._extension_registry:  # type: ignore[attr-defined]
+            return False  # written as its extension code
     if cls is types.FunctionType:
         return True  # (pickle consults no ``copyreg`` reducer for functions, nor for ``type``)
     if cls is types.BuiltinFunctionType:
@@ -418,10 +352,6 @@ def _pickle_checks_as_gt4py(obj: type | types.FunctionType | types.BuiltinFuncti
 
 
 _NONE_TYPE, _ELLIPSIS_TYPE, _NOT_IMPLEMENTED_TYPE = type(None), type(...), type(NotImplemented)
-_SINGLETON_TYPES = (_NONE_TYPE, _ELLIPSIS_TYPE, _NOT_IMPLEMENTED_TYPE)
-#: Metaclasses met (``_handler``) but enum's, by id (kept): their classes are written by name
-#: unless ``copyreg`` reduces the metaclass (checked each time: a library may register one later).
-_PLAIN_METACLASSES: dict[int, type] = {}
 
 
 def data_fields_of(*_pieces: Any) -> None:
