@@ -133,17 +133,25 @@ def test_content_serialization_refuses_the_references_gt4py_refuses(obj: Any, re
 def test_content_serialization_writes_classes_pickle_would_reduce_by_their_full_name(monkeypatch: pytest.MonkeyPatch) -> None:
     """gt4py fingerprints a class by its full name; pickle writes a class of a metaclass that
     ``copyreg`` reduces by that reduction (here: the bare name), which two classes can share."""
-    import types
-
     written = []
-    for module_name in ("gtcache_test_first", "gtcache_test_second"):
-        module = types.ModuleType(module_name)
-        monkeypatch.setitem(sys.modules, module_name, module)
-        cls = _Reduced("Same", (), {"__module__": module_name})
-        module.Same = cls  # type: ignore[attr-defined]
+    for cls in _same_named_classes(monkeypatch, _Reduced, "gtcache_test"):
         _compat._REFERENCE(cls, True)  # gt4py takes both
         written.append(_compat.content_bytes([cls]))
     assert None not in written and written[0] != written[1]
+
+
+def _same_named_classes(monkeypatch: pytest.MonkeyPatch, metaclass: type, prefix: str) -> list[type]:
+    """Two classes ``Same`` of ``metaclass``, in two modules named after ``prefix``."""
+    import types
+
+    classes = []
+    for module_name in (f"{prefix}_first", f"{prefix}_second"):
+        module = types.ModuleType(module_name)
+        monkeypatch.setitem(sys.modules, module_name, module)
+        cls = metaclass("Same", (), {"__module__": module_name})
+        module.Same = cls  # type: ignore[attr-defined]
+        classes.append(cls)
+    return classes
 
 
 def test_a_renamed_class_is_written_by_the_name_it_has_now(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -171,16 +179,8 @@ def test_classes_of_a_metaclass_copyreg_reduces_later_are_written_by_their_full_
     """A library may register a ``copyreg`` reducer for a metaclass after its classes were
     written: pickle then writes them by that reducer (here a bare name two classes share),
     so gtcache writes them by their full names from then on."""
-    import types
-
-    written = []
-    for module_name in ("gtcache_test_late_first", "gtcache_test_late_second"):
-        module = types.ModuleType(module_name)
-        monkeypatch.setitem(sys.modules, module_name, module)
-        cls = _LateReduced("Same", (), {"__module__": module_name})
-        module.Same = cls  # type: ignore[attr-defined]
-        assert _compat.content_bytes([cls]) is not None
-        written.append(cls)
+    written = _same_named_classes(monkeypatch, _LateReduced, "gtcache_test_late")
+    assert all(_compat.content_bytes([cls]) is not None for cls in written)
     monkeypatch.setitem(copyreg.dispatch_table, _LateReduced, lambda cls: (str, (cls.__name__,)))
     first, second = (_compat.content_bytes([cls]) for cls in written)
     assert first is not None and second is not None and first != second
