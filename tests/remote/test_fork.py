@@ -51,9 +51,8 @@ def test_a_forked_child_pushes_its_own_compiles() -> None:
     assert tiers.flush(5)  # the parent's push thread exists now
 
     def child() -> bool:
-        start = time.monotonic()
         tiers.push(None, "k2", None)  # type: ignore[arg-type]
-        return tiers.flush(3) and tiers.pushed == 2 and time.monotonic() - start < 2
+        return tiers.flush(30) and tiers.pushed == 2  # served: the child's own push thread
 
     assert _in_child(child) == 0
     tiers.push(None, "k3", None)  # type: ignore[arg-type]

@@ -73,9 +73,9 @@ def trickle_redis() -> Iterator[fakes.FakeServer]:
 def test_an_http_trickle_is_cut_off_at_the_deadline(trickle_http: fakes.FakeServer, tmp_path: pathlib.Path) -> None:
     remote = Remote(parse_remote(f"http://127.0.0.1:{trickle_http.port}/base?trusted=1&timeout=1&deadline=1.5"),
                     key=None)
-    took, result = _fetch_within(remote, _store(tmp_path), 10)
+    took, result = _fetch_within(remote, _store(tmp_path), 60)
     assert isinstance(result, RemoteError) and "deadline" in str(result), result
-    assert took < 4, took
+    assert took < 30, took  # the trickle would take 200 s; a busy machine may stall the test a while
     assert remote.broken is not None  # the breaker tripped: the next call costs nothing
     with pytest.raises(RemoteError, match="is skipped"):
         remote.fetch(_store(tmp_path), KEY)
@@ -84,9 +84,9 @@ def test_an_http_trickle_is_cut_off_at_the_deadline(trickle_http: fakes.FakeServ
 def test_a_redis_trickle_is_cut_off_at_the_deadline(trickle_redis: fakes.FakeServer, tmp_path: pathlib.Path) -> None:
     remote = Remote(parse_remote(f"redis://127.0.0.1:{trickle_redis.port}/0?trusted=1&timeout=1&deadline=1.5"),
                     key=None)
-    took, result = _fetch_within(remote, _store(tmp_path), 10)
+    took, result = _fetch_within(remote, _store(tmp_path), 60)
     assert isinstance(result, RemoteError) and "timed out" in str(result), result
-    assert took < 4, took
+    assert took < 30, took  # the trickle would take 200 s
     assert remote.broken is not None
 
 
