@@ -35,6 +35,7 @@ __all__ = [
     "backend_family",
     "compiler_version",
     "cpu_features",
+    "cpuinfo_lines",
     "current_facts",
     "device_arch",
     "device_arch_source",
@@ -230,15 +231,34 @@ def compiler_version() -> str | None:
 def cpu_features() -> str:
     """A digest of the host CPU's model and feature flags (code built with -march=native)."""
     try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as stream:
-            lines = [
-                line.split(":", 1)[1].strip()
-                for line in stream
-                if line.startswith(("flags", "model name", "Features", "CPU part"))
-            ]
+        lines = cpuinfo_lines("/proc/cpuinfo")
     except OSError:
         lines = [platform.processor(), platform.machine()]
     return digest("\n".join(sorted(set(lines))))
+
+
+def cpuinfo_lines(path: str) -> list[str]:
+    """The values of the model and feature lines of ``/proc/cpuinfo`` (``path``).
+
+    On x86 (its processors have ``flags``) those of the first processor only: every core
+    reports the same (one model name; the kernel keeps the features they all have), the
+    compiler's ``-march=native`` asks the CPU it runs on (``cpuid``), and a node of 256
+    hardware threads has 340 kB of ``/proc/cpuinfo`` to read, once per process (1.4 ms).
+    Elsewhere every processor's: aarch64's big and little cores differ in ``CPU part``, and
+    gcc reads them all."""
+    lines = []
+    x86 = False
+    with open(path, encoding="utf-8", errors="replace") as stream:
+        for line in stream:
+            if line.startswith(_CPUINFO_KEYS):
+                lines.append(line.split(":", 1)[1].strip())
+                x86 = x86 or line.startswith("flags")
+            elif x86 and not line.strip():
+                break  # the end of the first processor's block
+    return lines
+
+
+_CPUINFO_KEYS = ("flags", "model name", "Features", "CPU part")
 
 
 # -- GPUs -------------------------------------------------------------------------------------

@@ -501,3 +501,41 @@ def test_a_rebound_closure_variable_changes_the_fingerprint_in_the_same_process(
     assert after == str(definition._fingerprinter(stage))
     setattr(module, name, {"FACTOR": 2.0, "OFFSET": 1.0}[name])
     assert definition_fingerprint(stage) == before
+
+
+X86_PROCESSOR = """processor\t: {n}
+vendor_id\t: AuthenticAMD
+model name\t: AMD EPYC 7763 64-Core Processor
+cpu MHz\t\t: 2445.{n}
+flags\t\t: fpu sse2 avx2{extra}
+bugs\t\t: sysret_ss_attrs
+
+"""
+
+
+def test_cpu_features_read_the_first_x86_processor_and_every_arm_core(tmp_path: pathlib.Path) -> None:
+    """x86: the first processor's model and flags (all report the same; a node of 256
+    threads has 340 kB of /proc/cpuinfo to read per process); aarch64: every core's part
+    (big and little cores differ, and gcc's -march=native reads them all)."""
+    from gtcache import toolchain
+
+    x86 = tmp_path / "x86"
+    x86.write_text("".join(X86_PROCESSOR.format(n=n, extra=" avx512f" if n == 2 else "") for n in range(3)))
+    assert toolchain.cpuinfo_lines(str(x86)) == ["AMD EPYC 7763 64-Core Processor", "fpu sse2 avx2"]
+    arm = tmp_path / "arm"
+    arm.write_text("".join(f"processor\t: {n}\nFeatures\t: fp asimd\nCPU part\t: {part}\n\n"
+                           for n, part in enumerate(["0xd05", "0xd05", "0xd0b"])))
+    assert set(toolchain.cpuinfo_lines(str(arm))) == {"fp asimd", "0xd05", "0xd0b"}
+
+
+def test_the_cpu_features_of_this_machine_stay_what_stored_keys_have() -> None:
+    """Reading the first x86 processor only gives the digest reading all of them gave (its
+    processors alike): dace entries stored before stay hits."""
+    from gtcache import toolchain
+    from gtcache.keys import digest
+
+    with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as stream:
+        blocks = stream.read().split("\n\n")
+    every = {line.split(":", 1)[1].strip() for line in "\n".join(blocks).splitlines()
+             if line.startswith(("flags", "model name", "Features", "CPU part"))}
+    assert toolchain.cpu_features() == digest("\n".join(sorted(every)))
