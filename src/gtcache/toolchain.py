@@ -35,6 +35,7 @@ __all__ = [
     "backend_family",
     "compiler_version",
     "cpu_features",
+    "cpu_features_digest",
     "cpuinfo_lines",
     "current_facts",
     "device_arch",
@@ -231,34 +232,44 @@ def compiler_version() -> str | None:
 def cpu_features() -> str:
     """A digest of the host CPU's model and feature flags (code built with -march=native)."""
     try:
-        lines = cpuinfo_lines("/proc/cpuinfo")
+        lines = cpuinfo_lines("/proc/cpuinfo", hybrid=os.path.exists("/sys/devices/cpu_atom"))
     except OSError:
-        lines = [platform.processor(), platform.machine()]
-    return digest("\n".join(sorted(set(lines))))
+        lines = []
+    return cpu_features_digest(lines)
 
 
-def cpuinfo_lines(path: str) -> list[str]:
+def cpu_features_digest(lines: list[str]) -> str:
+    """``cpu_features`` of what ``cpuinfo_lines`` read (none: of the platform's names)."""
+    return digest("\n".join(sorted(set(lines or [platform.processor(), platform.machine()]))))
+
+
+def cpuinfo_lines(path: str, *, hybrid: bool) -> list[str]:
     """The values of the model and feature lines of ``/proc/cpuinfo`` (``path``).
 
-    On x86 (its processors have ``flags``) those of the first processor only: every core
-    reports the same (one model name; the kernel keeps the features they all have), the
-    compiler's ``-march=native`` asks the CPU it runs on (``cpuid``), and a node of 256
-    hardware threads has 340 kB of ``/proc/cpuinfo`` to read, once per process (1.4 ms).
-    Elsewhere every processor's: aarch64's big and little cores differ in ``CPU part``, and
-    gcc reads them all."""
+    On x86 (its processors have ``flags``) those of the first processor only, unless the
+    CPU is ``hybrid`` (Intel's performance and efficient cores: their ``flags`` can differ,
+    and ``-march=native`` asks whichever core the compiler runs on; Linux shows such a CPU
+    as ``/sys/devices/cpu_core`` and ``cpu_atom``). Other x86 cores report the same, and a
+    node of 256 hardware threads has 340 kB of ``/proc/cpuinfo`` to read, once per process
+    (1.3 ms). Elsewhere every processor's: aarch64's big and little cores differ in
+    ``CPU part``, and gcc reads them all."""
     lines = []
-    x86 = False
+    first_only = False
     with open(path, encoding="utf-8", errors="replace") as stream:
         for line in stream:
-            if line.startswith(_CPUINFO_KEYS):
-                lines.append(line.split(":", 1)[1].strip())
-                x86 = x86 or line.startswith("flags")
-            elif x86 and not line.strip():
+            name, colon, value = line.partition(":")
+            if colon and name.strip() in _CPUINFO_KEYS:
+                lines.append(value.strip())
+                first_only = first_only or (name.strip() == "flags" and not hybrid)
+            elif first_only and not line.strip():
                 break  # the end of the first processor's block
     return lines
 
 
-_CPUINFO_KEYS = ("flags", "model name", "Features", "CPU part")
+#: The lines of ``/proc/cpuinfo`` that name the CPU's model and features: x86 (``model
+#: name``, ``flags``), aarch64 (``Features``, ``CPU part``), RISC-V (``isa``, ``uarch``),
+#: POWER (``cpu``), s390x (``features``).
+_CPUINFO_KEYS = frozenset({"flags", "model name", "Features", "CPU part", "isa", "uarch", "cpu", "features"})
 
 
 # -- GPUs -------------------------------------------------------------------------------------

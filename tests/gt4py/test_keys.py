@@ -503,39 +503,63 @@ def test_a_rebound_closure_variable_changes_the_fingerprint_in_the_same_process(
     assert definition_fingerprint(stage) == before
 
 
+
 X86_PROCESSOR = """processor\t: {n}
-vendor_id\t: AuthenticAMD
-model name\t: AMD EPYC 7763 64-Core Processor
+vendor_id\t: GenuineIntel
+cpu family\t: 6
+model name\t: Intel(R) Core(TM) Ultra 7 165H
 cpu MHz\t\t: 2445.{n}
+cpu cores\t: 16
 flags\t\t: fpu sse2 avx2{extra}
-bugs\t\t: sysret_ss_attrs
+vmx flags\t: vnmi
+bugs\t\t: spectre_v1
 
 """
 
 
-def test_cpu_features_read_the_first_x86_processor_and_every_arm_core(tmp_path: pathlib.Path) -> None:
-    """x86: the first processor's model and flags (all report the same; a node of 256
-    threads has 340 kB of /proc/cpuinfo to read per process); aarch64: every core's part
-    (big and little cores differ, and gcc's -march=native reads them all)."""
+def _cpuinfo(tmp_path: pathlib.Path, name: str, text: str) -> str:
+    (tmp_path / name).write_text(text)
+    return str(tmp_path / name)
+
+
+def test_cpu_features_read_the_first_x86_processor_unless_hybrid(tmp_path: pathlib.Path) -> None:
+    """x86: the first processor's model and flags (the others report the same; a node of
+    256 threads has 340 kB of /proc/cpuinfo to read per process); an Intel hybrid CPU's
+    performance and efficient cores can differ in flags: every one's. Never the lines that
+    change while it runs (``cpu MHz``) or name one core (``processor``)."""
     from gtcache import toolchain
 
-    x86 = tmp_path / "x86"
-    x86.write_text("".join(X86_PROCESSOR.format(n=n, extra=" avx512f" if n == 2 else "") for n in range(3)))
-    assert toolchain.cpuinfo_lines(str(x86)) == ["AMD EPYC 7763 64-Core Processor", "fpu sse2 avx2"]
-    arm = tmp_path / "arm"
-    arm.write_text("".join(f"processor\t: {n}\nFeatures\t: fp asimd\nCPU part\t: {part}\n\n"
-                           for n, part in enumerate(["0xd05", "0xd05", "0xd0b"])))
-    assert set(toolchain.cpuinfo_lines(str(arm))) == {"fp asimd", "0xd05", "0xd0b"}
+    x86 = _cpuinfo(tmp_path, "x86", "".join(X86_PROCESSOR.format(n=n, extra=" avx_vnni" if n == 2 else "") for n in range(3)))
+    assert toolchain.cpuinfo_lines(x86, hybrid=False) == ["Intel(R) Core(TM) Ultra 7 165H", "fpu sse2 avx2"]
+    assert set(toolchain.cpuinfo_lines(x86, hybrid=True)) == {
+        "Intel(R) Core(TM) Ultra 7 165H", "fpu sse2 avx2", "fpu sse2 avx2 avx_vnni"
+    }
 
 
-def test_the_cpu_features_of_this_machine_stay_what_stored_keys_have() -> None:
-    """Reading the first x86 processor only gives the digest reading all of them gave (its
-    processors alike): dace entries stored before stay hits."""
+def test_cpu_features_read_every_core_elsewhere(tmp_path: pathlib.Path) -> None:
+    """aarch64's big and little cores differ in ``CPU part`` (gcc reads them all); RISC-V,
+    POWER and s390x name their ISA and model in lines of their own (none matched before:
+    every such machine had one digest)."""
     from gtcache import toolchain
-    from gtcache.keys import digest
 
-    with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as stream:
-        blocks = stream.read().split("\n\n")
-    every = {line.split(":", 1)[1].strip() for line in "\n".join(blocks).splitlines()
-             if line.startswith(("flags", "model name", "Features", "CPU part"))}
-    assert toolchain.cpu_features() == digest("\n".join(sorted(every)))
+    arm = _cpuinfo(tmp_path, "arm", "".join(
+        f"processor\t: {n}\nFeatures\t: fp asimd\nCPU implementer\t: 0x41\nCPU part\t: {part}\n\n"
+        for n, part in enumerate(["0xd05", "0xd05", "0xd0b"])
+    ))
+    assert set(toolchain.cpuinfo_lines(arm, hybrid=False)) == {"fp asimd", "0xd05", "0xd0b"}
+    riscv = _cpuinfo(tmp_path, "riscv", "processor\t: 0\nhart\t\t: 0\nisa\t\t: rv64imafdc_zicsr\nmmu\t\t: sv39\nuarch\t\t: sifive,u74-mc\n\n")
+    assert toolchain.cpuinfo_lines(riscv, hybrid=False) == ["rv64imafdc_zicsr", "sifive,u74-mc"]
+    power = _cpuinfo(tmp_path, "power", "processor\t: 0\ncpu\t\t: POWER9 (raw), altivec supported\nclock\t\t: 2166.000000MHz\n\n")
+    assert toolchain.cpuinfo_lines(power, hybrid=False) == ["POWER9 (raw), altivec supported"]
+    s390x = _cpuinfo(tmp_path, "s390x", "vendor_id       : IBM/S390\nfeatures\t: esan3 zarch stfle msa ldisp eimm dfp\n")
+    assert toolchain.cpuinfo_lines(s390x, hybrid=False) == ["esan3 zarch stfle msa ldisp eimm dfp"]
+
+
+def test_the_cpu_features_digest_stays_what_stored_keys_have() -> None:
+    """The digest of the lines read is the one stored dace entries were keyed with (the
+    value computed for these lines since cpu_features was made: a change would miss every
+    such entry)."""
+    from gtcache import toolchain
+
+    x86 = ["AMD EPYC 7763 64-Core Processor", "fpu sse2 avx2", "fpu sse2 avx2"]
+    assert toolchain.cpu_features_digest(x86) == "a2369fbfb510f2c998380d43b599dc7c"
