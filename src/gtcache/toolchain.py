@@ -258,9 +258,10 @@ def cpuinfo_lines(path: str, *, hybrid: bool) -> list[str]:
     with open(path, encoding="utf-8", errors="replace") as stream:
         for line in stream:
             name, colon, value = line.partition(":")
-            if colon and name.strip() in _CPUINFO_KEYS:
+            name = name.strip()
+            if colon and name in _CPUINFO_KEYS:
                 lines.append(value.strip())
-                first_only = first_only or (name.strip() == "flags" and not hybrid)
+                first_only = first_only or (name == "flags" and not hybrid)
             elif first_only and not line.strip():
                 break  # the end of the first processor's block
     return lines
