@@ -482,6 +482,57 @@ def test_a_source_edited_while_the_process_runs_is_not_described(tmp_path: pathl
     assert json.loads(next(line for line in out.splitlines() if line.startswith("RESULT ")).removeprefix("RESULT ")) == 0
 
 
+RELOADED = """
+import importlib, json, pathlib, sys
+import gtcache
+from gtcache.gt4py import _facts, definition
+
+sys.path.insert(0, sys.argv[2])
+import ops_for_facts
+
+_facts.use(gtcache.open_store(sys.argv[1]))
+old = ops_for_facts.op.definition_stage
+before = definition.definition_fingerprint(old)
+source = pathlib.Path(ops_for_facts.__file__)
+source.write_text(source.read_text().replace(sys.argv[3], sys.argv[4]))
+importlib.reload(ops_for_facts)  # as a notebook's autoreload does
+new = ops_for_facts.op.definition_stage
+print("RESULT " + json.dumps({
+    "before": before, "used": definition.definition_fingerprint(new),
+    "computed": str(definition._fingerprinter(new)),
+    "equal_code": old.definition.__code__ == new.definition.__code__,
+}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("body", "edit", "equal_code"),
+    [
+        ("return a * FACTOR", ("a * FACTOR", "a / FACTOR"), False),
+        # A comment (or a local variable's annotation, which gt4py's frontend checks) is not in
+        # the bytecode: the reloaded function's code object compares equal to the old one's,
+        # though the text gt4py fingerprints differs.
+        ("return a * FACTOR  # one", ("# one", "# two"), True),
+    ],
+    ids=["constant", "comment"],
+)
+def test_a_module_edited_and_reloaded_in_the_process_is_keyed_by_its_new_text(
+    tmp_path: pathlib.Path, body: str, edit: tuple[str, str], equal_code: bool
+) -> None:
+    """A source file edited after the process read its facts (or its text), then reloaded: the
+    new functions' texts are read again, not taken from the facts or from the process's memory
+    of an equal code object."""
+    store, code = tmp_path / "store", tmp_path / "code"
+    code.mkdir()
+    (code / "ops_for_facts.py").write_text(OPS.format(factor=2.0).replace("return a * FACTOR", body))
+    time.sleep(_facts._TOO_RECENT + 0.1)  # old enough to be described in the facts
+    out = run_python(RELOADED, str(store), str(code), *edit)
+    result = json.loads(next(line for line in out.splitlines() if line.startswith("RESULT ")).removeprefix("RESULT "))
+    assert result["equal_code"] is equal_code, result
+    assert result["used"] == result["computed"] != result["before"], result
+
+
 LAZY = """
 import json, sys
 import gtcache

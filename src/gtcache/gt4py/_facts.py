@@ -422,7 +422,8 @@ _modules_identities: dict[frozenset[str], bytes] = {}
 def source_file_key(filename: str) -> str | None:
     """The identity of a source file as its entry in the facts keeps it: a digest of its name
     and identity (device, inode, size, modification and change time); None when the file cannot be stat'ed or changed after
-    ``_TOO_RECENT`` seconds before this process started. Once per process, like the identity."""
+    ``_TOO_RECENT`` seconds before this process started. Once per process, like the identity
+    (``source_unchanged`` tells whether the file still has it)."""
     if filename not in _file_keys:
         identity = _file_identity(filename)
         _file_keys[filename] = None if identity is None else digest(canonical_bytes([filename, identity]))
@@ -454,8 +455,8 @@ _file_identities: dict[str, list[int] | None] = {}
 
 
 def _file_identity(filename: str) -> list[int] | None:
-    """``_identity`` of a source file, once per process (as ``inspect`` reads it once); None
-    when absent or too recent."""
+    """``_identity`` of a source file when the process first asked for it; None when absent or
+    too recent."""
     if filename not in _file_identities:
         identity = _identity(filename)
         if identity is not None and max(identity[3], identity[4]) / 1e9 > _STARTED - _TOO_RECENT:

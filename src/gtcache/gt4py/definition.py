@@ -167,9 +167,12 @@ def _deconstruct_function(func: types.FunctionType) -> Any:
     return _compat.fingerprinting.Deconstruction.from_pieces(*pieces, state=b"gtcache-dsl-function")
 
 
-#: Per code object: the digest of its source text and (once needed) the attribute chains
-#: it reads, as ``_source`` found them (a process reads one text per code object; bounded).
-_sources: dict[types.CodeType, dict[str, Any]] = {}
+#: Per code object, by identity: the digest of its source text and (once needed) the
+#: attribute chains it reads, as ``_source`` found them (a process reads one text per code
+#: object; bounded). Not by equality: code objects that differ only in comments or a local
+#: variable's annotation (which gt4py's frontend reads) compare equal, as a module edited and
+#: reloaded in the process gives.
+_sources: dict[int, tuple[types.CodeType, dict[str, Any]]] = {}
 
 
 def _source(func: types.FunctionType) -> dict[str, Any]:
@@ -177,17 +180,23 @@ def _source(func: types.FunctionType) -> dict[str, Any]:
     is as it was (no read, no tokenizing: ``inspect.getsource`` costs about 0.15 ms a
     function); else read, and kept in the facts (``_facts.source_file_key`` says when it can)."""
     code = func.__code__
-    if (known := _sources.get(code)) is not None:
-        return known
+    if (known := _sources.get(id(code))) is not None and known[0] is code:
+        return known[1]
     facts, shard = _facts.active(), _shard.get()
-    key = _facts.source_file_key(code.co_filename) if facts is not None and shard is not None else None
+    # The file is stat'ed again for each code object not seen yet: the facts describe it as
+    # the process first found it, and a module edited since and reloaded gives new ones.
+    key = (
+        _facts.source_file_key(code.co_filename)
+        if facts is not None and shard is not None and _facts.source_unchanged(code.co_filename)
+        else None
+    )
     value = facts.source(shard, code.co_filename, key, _name_in_file(code)) if facts is not None and shard and key else None
     if value is None:
         value = {"digest": digest(_source_text(code, func))}
         _remember_source(func, key, value)
     if len(_sources) >= _MAX_FINGERPRINTS:
         _sources.pop(next(iter(_sources)))
-    _sources[code] = value
+    _sources[id(code)] = (code, value)
     return value
 
 
@@ -225,7 +234,8 @@ def _source_fact(func: types.FunctionType, name: str, compute: Callable[[], Any]
     if name in source and valid(source[name]):
         return source[name]
     value = compute()
-    source = _sources[func.__code__] = {**source, name: value}
+    source = {**source, name: value}
+    _sources[id(func.__code__)] = (func.__code__, source)
     _remember_source(func, _facts.source_file_key(func.__code__.co_filename), source)
     return value
 
