@@ -87,7 +87,7 @@ PARTS = {
     "opening the store": ("gtcache.gt4py._hook:Hook", "_open"),
     "the facts file": ("gtcache.gt4py._hook:Hook", "_use_facts"),
     "definition fingerprint": ("gtcache.gt4py.ingredients", "definition_fingerprint"),
-    "backend configuration": ("gtcache.gt4py.ingredients", "_backend_config"),
+    "backend configuration": ("gtcache.gt4py._facts", "backend_config"),
     "connectivity types": ("gtcache.gt4py._compat", "offset_provider_type"),
     "toolchain facts": ("gtcache.toolchain", "toolchain_facts"),
     "direct link": ("gtcache.store._store:Store", "build_key_of"),

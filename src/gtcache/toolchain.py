@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import importlib.util
 import os
 import platform
 import re
@@ -77,6 +78,8 @@ def toolchain_facts(family: str) -> dict[str, Any]:
         "machine": platform.machine(),
         "system": sys.platform,
     }
+    if (sources := _gt4py_sources()) is not None:
+        facts["gt4py_sources"] = sources
     if family == "roundtrip":  # generated Python source: no compiler, no native libraries
         return facts
     if family in ("gtfn", "other"):
@@ -87,6 +90,30 @@ def toolchain_facts(family: str) -> dict[str, Any]:
     facts["cxx"] = _compiler_identity()
     facts["build_env"] = {name: os.environ[name] for name in _BUILD_ENV if name in os.environ}
     return facts
+
+
+def _gt4py_sources() -> str | None:
+    """For a gt4py imported from a source tree (an editable install, a checkout on the path),
+    a digest of its files' names, sizes and modification times: its version names a commit at
+    best, and a GT4Py developer's uncommitted edit of the frontend or a code generator must
+    miss. None for an installed gt4py (its version names its files). Walks the tree (about
+    360 files, some ms) once per process, for such a gt4py only."""
+    module = sys.modules.get("gt4py")  # imported on the lookup path; not by the CLI
+    origin = getattr(module, "__file__", None) if module is not None else getattr(
+        importlib.util.find_spec("gt4py"), "origin", None
+    )
+    root = os.path.dirname(origin or "")
+    if not root or os.path.basename(os.path.dirname(root)) in ("site-packages", "dist-packages"):
+        return None
+    files = []
+    for folder, folders, names in os.walk(root):
+        folders[:] = sorted(name for name in folders if name != "__pycache__")
+        for name in sorted(names):
+            path = os.path.join(folder, name)
+            with contextlib.suppress(OSError):
+                stat = os.stat(path)
+                files.append(f"{os.path.relpath(path, root)}:{stat.st_size}:{stat.st_mtime_ns}")
+    return digest("\n".join(files))
 
 
 def current_facts() -> dict[str, Any]:

@@ -6,10 +6,13 @@ import copyreg
 import dataclasses
 import gc
 import json
+import os
 import pathlib
 import sys
 import textwrap
+import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import gt4py.next as gtx
@@ -411,6 +414,30 @@ def test_backend_config_sees_build_options() -> None:
     assert debug["dace_cpu"] != release["dace_cpu"]
 
 
+@pytest.mark.parametrize("facts", [True, False], ids=["with facts", "without"])
+def test_a_backend_changed_in_place_changes_the_key(tmp_path: pathlib.Path, facts: bool) -> None:
+    """gt4py's build factory is not frozen: flags added to it in place reach gt4py's next build
+    (its build folder is named from a fresh fingerprint), so they reach the key of the next
+    lookup too, not a fingerprint remembered for the backend object."""
+    from gt4py.next.otf.arguments import CompileTimeArgs
+
+    from gtcache import open_store
+    from gtcache.gt4py import _facts, ingredients
+
+    backend = _compat.gtfn_backend()  # a backend of this test's own
+    _facts.use(open_store(tmp_path / "store") if facts else None)
+    try:
+        before = ingredients._shared_ingredients(backend, CompileTimeArgs.empty())
+        backend.executor.compilation.builder_factory.cmake_extra_flags.append("-DCMAKE_CXX_FLAGS=-O1")
+        after = ingredients._shared_ingredients(backend, CompileTimeArgs.empty())
+    finally:
+        _facts.use(None)
+    assert after["backend_config"] != before["backend_config"]
+    assert {k: v for k, v in after.items() if k != "backend_config"} == {
+        k: v for k, v in before.items() if k != "backend_config"
+    }
+
+
 OPERATOR_SOURCE = '''
 import enum
 import gt4py.next as gtx
@@ -429,6 +456,16 @@ def op(a: Field[Dims[IDim], float64]) -> Field[Dims[IDim], float64]:
 '''
 
 
+@pytest.fixture
+def sources_before_start(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
+    """Call after writing DSL files in this process: the process is then taken to have started
+    after them, as a model run starts after its sources were written (a file changed since
+    the start gives no direct key: ``_facts.changed_since_start``)."""
+    from gtcache.gt4py import _facts
+
+    return lambda: monkeypatch.setattr(_facts, "_STARTED_NS", time.time_ns() + 1)
+
+
 def load_operator(tmp_path: pathlib.Path, name: str, *, fast: float = 2.0, padding: int = 0) -> Any:
     module_file = tmp_path / f"{name}.py"
     module_file.write_text("\n" * padding + textwrap.dedent(OPERATOR_SOURCE.format(fast=fast)))
@@ -440,15 +477,17 @@ def load_operator(tmp_path: pathlib.Path, name: str, *, fast: float = 2.0, paddi
     return module.op
 
 
-def test_definition_fingerprint_ignores_file_and_line(tmp_path: pathlib.Path) -> None:
+def test_definition_fingerprint_ignores_file_and_line(tmp_path: pathlib.Path, sources_before_start: Callable[[], None]) -> None:
     a = load_operator(tmp_path, "ops_at_top")
     b = load_operator(tmp_path, "ops_further_down", padding=40)
+    sources_before_start()
     assert definition_fingerprint(a.definition_stage) == definition_fingerprint(b.definition_stage)
 
 
-def test_definition_fingerprint_sees_enum_values(tmp_path: pathlib.Path) -> None:
+def test_definition_fingerprint_sees_enum_values(tmp_path: pathlib.Path, sources_before_start: Callable[[], None]) -> None:
     two = load_operator(tmp_path, "ops_enum_two", fast=2.0)
     three = load_operator(tmp_path, "ops_enum_three", fast=3.0)
+    sources_before_start()
     assert definition_fingerprint(two.definition_stage) != definition_fingerprint(three.definition_stage)
 
 
@@ -482,11 +521,15 @@ def op(a: Field[Dims[IDim], float64]) -> Field[Dims[IDim], float64]:
 
 @pytest.mark.parametrize("name, value", [("FACTOR", 3.0), ("OFFSET", 5.0)])
 def test_a_rebound_closure_variable_changes_the_fingerprint_in_the_same_process(
-    tmp_path: pathlib.Path, name: str, value: float
+    tmp_path: pathlib.Path, name: str, value: float, sources_before_start: Callable[[], None]
 ) -> None:
+    """The fingerprint follows the definition as it is now (gt4py's fingerprinter too); that
+    gt4py lowers an operator as it was decorated is the hook's business (no direct link:
+    ``tests/gt4py/test_changed_definitions.py``)."""
     from gtcache.gt4py import definition
 
     (tmp_path / f"nested_{name}.py").write_text(NESTED_SOURCE)
+    sources_before_start()
     sys.path.insert(0, str(tmp_path))
     try:
         module = __import__(f"nested_{name}")
@@ -563,3 +606,65 @@ def test_the_cpu_features_digest_stays_what_stored_keys_have() -> None:
 
     x86 = ["AMD EPYC 7763 64-Core Processor", "fpu sse2 avx2", "fpu sse2 avx2"]
     assert toolchain.cpu_features_digest(x86) == "a2369fbfb510f2c998380d43b599dc7c"
+
+
+GT4PY_SOURCES = """
+import json, sys
+import gt4py.next
+from gtcache import toolchain
+print(json.dumps([gt4py.__file__, toolchain.toolchain_facts("gtfn").get("gt4py_sources")]))
+"""
+
+
+@pytest.mark.slow
+def test_a_gt4py_from_a_source_tree_is_keyed_by_its_files(tmp_path: pathlib.Path) -> None:
+    """A GT4Py developer's checkout keeps its version while its frontend or code generators are
+    edited: such a gt4py's files are a key ingredient; an installed one's version is."""
+    import shutil
+
+    import gt4py
+
+    checkout = tmp_path / "src"
+    shutil.copytree(pathlib.Path(gt4py.__file__).parent, checkout / "gt4py", ignore=shutil.ignore_patterns("__pycache__"))
+
+    def sources(path: str | None) -> list:
+        env = {"PYTHONPATH": f"{path}:{os.environ.get('PYTHONPATH', '')}"} if path else {}
+        return json.loads(run_python(GT4PY_SOURCES, env={**env, "PYTHONDONTWRITEBYTECODE": "1"}).splitlines()[-1])  # type: ignore[no-any-return]
+
+    installed = sources(None)
+    assert "site-packages" in installed[0] and installed[1] is None
+    first = sources(str(checkout))
+    assert first[0].startswith(str(checkout)) and first[1] is not None, first
+    assert sources(str(checkout)) == first  # the same files: the same key
+    codegen = checkout / "gt4py" / "next" / "program_processors" / "codegens" / "gtfn" / "codegen.py"
+    codegen.write_text(codegen.read_text() + "\n# an edit\n")
+    assert sources(str(checkout))[1] != first[1]
+
+
+CELL = '''
+import gt4py.next as gtx
+from gt4py.next import Dims, Field, float64
+
+IDim = gtx.Dimension("IDim")
+
+
+@gtx.field_operator
+def op(a: Field[Dims[IDim], float64]) -> Field[Dims[IDim], float64]:
+    return a * 2.0
+'''
+
+
+def test_a_notebook_cell_has_a_direct_key() -> None:
+    """IPython keeps a cell's code in ``linecache`` (no file behind it, no modification time,
+    a new name per run), where ``inspect`` and gt4py read it: it cannot change, so it is keyed
+    though no file shows when it was written."""
+    import linecache
+
+    name = "<ipython-input-7-gtcache>"
+    linecache.cache[name] = (len(CELL), None, CELL.splitlines(keepends=True), name)
+    try:
+        namespace: dict[str, Any] = {}
+        exec(compile(CELL, name, "exec"), namespace)
+        assert len(definition_fingerprint(namespace["op"].definition_stage)) == 16
+    finally:
+        del linecache.cache[name]

@@ -74,6 +74,7 @@ __all__ = [
     "compiled_program",
     "ir_fingerprint",
     "offset_provider_type",
+    "parsed_as_defined",
     "runners",
     "scalar_parameters",
 ]
@@ -384,6 +385,56 @@ def scalar_parameters(program: Any) -> dict[str, str | None]:
     params = program.past_stage.past_node.type.definition.pos_or_kw_args
     return {name: getattr(getattr(t, "kind", None), "name", None) if type(t).__name__ == "ScalarType" else None
             for name, t in params.items()}
+
+
+def parsed_as_defined(backend: Any, definition_stage: Any) -> bool:
+    """Whether what gt4py lowers of a program is what its definition says now.
+
+    gt4py lowers a program from parses it keeps: its own (``backend.transforms.func_to_past``,
+    cached by a fingerprint of the definition) and each field or scan operator's
+    ``foast_stage``, parsed when it was decorated, with the closure values it had then
+    (constants, ``consts.FACTOR``, folded in). The direct key reads the definitions as they
+    are now. They differ after a module global is rebound (a notebook cell, a test's
+    ``monkeypatch``) or a source file edited since: then a direct link would name a build of
+    another definition. Each kept parse is compared with a fresh one (its tree, and its
+    closure values by identity): a few ms an operator, paid only where a lowering is.
+    Any doubt (a parse that fails, a backend without these steps) is a no.
+    """
+    from gt4py.next.ffront import func_to_foast, func_to_past  # noqa: PLC0415  # gt4py.next imports them
+    from gt4py.next.otf import arguments  # noqa: PLC0415
+
+    try:
+        used = backend.transforms.func_to_past(_concrete_artifact(definition_stage, arguments.CompileTimeArgs.empty())).data
+        if not _same_parse(used, func_to_past.func_to_past(definition_stage), "past_node"):
+            return False
+        pending, seen = list(used.closure_vars.values()), set()
+        while pending:
+            value = pending.pop()
+            kept = getattr(value, "__dict__", {}).get("foast_stage")
+            if kept is None or id(value) in seen:
+                continue
+            seen.add(id(value))
+            if not _same_parse(kept, func_to_foast.func_to_foast(value.definition_stage), "foast_node"):
+                return False
+            pending.extend(kept.closure_vars.values())
+    except Exception:  # noqa: BLE001  # cannot tell: no direct link
+        return False
+    return True
+
+
+def _same_parse(kept: Any, fresh: Any, node: str) -> bool:
+    kept_vars, fresh_vars = kept.closure_vars, fresh.closure_vars
+    return (
+        kept_vars.keys() == fresh_vars.keys()
+        and all(kept_vars[name] is fresh_vars[name] for name in kept_vars)
+        and getattr(kept, node) == getattr(fresh, node)
+    )
+
+
+try:  # 1.2.3
+    from gt4py.next.otf.workflow import ConcreteArtifact as _concrete_artifact
+except ImportError:  # 1.2.1
+    from gt4py.next.otf.toolchain import ConcreteArtifact as _concrete_artifact  # type: ignore[attr-defined,no-redef]
 
 
 def closure_vars(func: Any, global_names: Iterable[str] | None = None) -> dict[str, Any]:

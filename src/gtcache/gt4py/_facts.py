@@ -47,6 +47,7 @@ deleted at any time, and a damaged one is ignored and rewritten.
 from __future__ import annotations
 
 import atexit
+import linecache
 import os
 import sys
 import threading
@@ -90,6 +91,23 @@ _TOO_RECENT = 2.0
 #: About when this process started (gtcache is imported at start-up, by its ``.pth`` hook): a
 #: file changed since may differ from what the process imported and gt4py read from it.
 _STARTED = time.time()
+
+
+def _file_clock_ns() -> int:
+    """Now, by the clock that stamps files: Linux's coarse real-time clock, a tick behind
+    ``time.time()`` at most (elsewhere ``time.time()`` less a tick)."""
+    if sys.platform == "linux":
+        try:
+            return time.clock_gettime_ns(_CLOCK_REALTIME_COARSE)
+        except OSError:
+            pass
+    return time.time_ns() - 10_000_000
+
+
+_CLOCK_REALTIME_COARSE = 5  # Linux's; the time module does not name it
+#: ``_STARTED`` by the files' clock: a file stamped at or after it changed after the process
+#: started (or within the same tick before), so it may differ from what the process parsed.
+_STARTED_NS = _file_clock_ns()
 #: At most one write of the file per this many seconds (and one at the end: ``flush``).
 _SAVE_EVERY = 2.0
 #: Facts files of other environments (an older gtcache or gt4py, another venv) neither
@@ -123,11 +141,21 @@ def active_store() -> Store | None:
 
 
 def backend_config(backend: Any) -> str:
-    """The backend's configuration fingerprint, from the active facts when they have it."""
-    facts = _active
-    if facts is None:
+    """The backend's configuration fingerprint, from the active facts when they have it (else
+    from this process's, by the same digest of what it reads)."""
+    if _active is not None:
+        return _active.backend_config(backend)
+    made = _compat.backend_digest(backend)
+    if made is None:
         return _compat.backend_fingerprint(backend)
-    return facts.backend_config(backend)
+    key = content_key(*made)
+    if (known := _backend_fingerprints.get(key)) is None:
+        known = _backend_fingerprints[key] = _compat.backend_fingerprint(backend)
+    return known
+
+
+#: ``backend_config`` without active facts: fingerprints by ``content_key`` (a few backends).
+_backend_fingerprints: dict[str, str] = {}
 
 
 def flush() -> None:
@@ -446,6 +474,22 @@ def shard_of(filename: str) -> str:
 _shards_of: dict[str, str] = {}
 
 
+def changed_since_start(filename: str) -> bool:
+    """Whether ``filename`` changed (or cannot be stat'ed) since the process started: what gt4py
+    parsed of it when its operators were decorated may differ from what it holds now. A fresh
+    ``stat`` every call. A text ``inspect`` takes from memory never changes: IPython keeps each
+    cell's code in ``linecache`` without a modification time (a new name per cell run), and
+    ``linecache`` never reads such an entry again."""
+    kept = linecache.cache.get(filename)
+    if kept is not None and len(kept) == 4 and kept[1] is None:
+        return False
+    try:
+        st = os.stat(filename)
+    except OSError:
+        return True
+    return max(st.st_mtime_ns, st.st_ctime_ns) >= _STARTED_NS
+
+
 def source_unchanged(filename: str) -> bool:
     """Whether ``filename`` still has the identity ``source_file_key`` used (read after its text)."""
     return _file_identity(filename) == _identity(filename)
@@ -492,8 +536,14 @@ def _module_identity(name: str) -> list[int] | None:
 
 
 def _environment() -> str:
-    """The digest naming this environment's facts file."""
-    code = [_compat.fingerprinting.__file__, _compat.__file__, __file__]
+    """The digest naming this environment's facts file: versions, and the files of the code that
+    computes or reads the facts (an edited gtcache of the same version, in a checkout's
+    editable install, must not read what its earlier code stored)."""
+    here = os.path.dirname(__file__)
+    code = [
+        _compat.fingerprinting.__file__, _compat.__file__, __file__, os.path.join(here, "definition.py"),
+        toolchain.__file__, sys.modules[canonical_bytes.__module__].__file__,
+    ]
     return digest(canonical_bytes({
         "gtcache": __version__, "gt4py": _compat.GT4PY_VERSION, "python": sys.version,
         "executable": sys.executable, "code": [[path, _identity(path)] for path in code],

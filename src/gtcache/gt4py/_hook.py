@@ -290,6 +290,11 @@ class Hook:
             self._record(Outcome(program["name"], name, "bypassed", None, 0.0, detail=repr(error)))
             return task
         key = make_key(BUILD_KEY_KIND, ingredients)
+        if direct_key is not None and not _compat.parsed_as_defined(backend, definition_stage):
+            # What gt4py lowered is not what the definition says now (see parsed_as_defined):
+            # linked, the direct key would name a build of another definition in every process.
+            _log.info("gtcache: '%s' differs from what gt4py parsed of it; not linking its direct key", program["name"])
+            direct_key = None
         for store in stores:
             loaded = self._load(store, key, backend)
             if loaded is not None:

@@ -150,7 +150,14 @@ _MISSING = object()
 
 
 def _function_pieces(func: types.FunctionType, source: str) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """What the direct key reads of a DSL function; ``source``: its text, or the text's digest."""
+    """What the direct key reads of a DSL function; ``source``: its text, or the text's digest.
+
+    ``ValueError`` if its file changed since the process started: gt4py parsed a field operator
+    when it was decorated (and reads a program's text again for a new ``Program``), so the
+    text now may not be what gt4py lowers; the build key, after lowering, is always right.
+    """
+    if _facts.changed_since_start(func.__code__.co_filename):
+        raise ValueError(f"the source file of '{func.__qualname__}' changed since the process started")
     closure = _compat.closure_vars(func, _global_names(func))
     by_value = {}
     modules = {}
@@ -170,8 +177,8 @@ def _deconstruct_function(func: types.FunctionType) -> Any:
 #: Per code object, by identity: the digest of its source text and (once needed) the
 #: attribute chains it reads, as ``_source`` found them (a process reads one text per code
 #: object; bounded). Not by equality: code objects that differ only in comments or a local
-#: variable's annotation (which gt4py's frontend reads) compare equal, as a module edited and
-#: reloaded in the process gives.
+#: variable's annotation (which gt4py's frontend reads) compare equal, as two files' copies
+#: of a function can.
 _sources: dict[int, tuple[types.CodeType, dict[str, Any]]] = {}
 
 
@@ -183,13 +190,7 @@ def _source(func: types.FunctionType) -> dict[str, Any]:
     if (known := _sources.get(id(code))) is not None and known[0] is code:
         return known[1]
     facts, shard = _facts.active(), _shard.get()
-    # The file is stat'ed again for each code object not seen yet: the facts describe it as
-    # the process first found it, and a module edited since and reloaded gives new ones.
-    key = (
-        _facts.source_file_key(code.co_filename)
-        if facts is not None and shard is not None and _facts.source_unchanged(code.co_filename)
-        else None
-    )
+    key = _facts.source_file_key(code.co_filename) if facts is not None and shard is not None else None
     value = facts.source(shard, code.co_filename, key, _name_in_file(code)) if facts is not None and shard and key else None
     if value is None:
         value = {"digest": digest(_source_text(code, func))}

@@ -30,9 +30,6 @@ __all__ = [
 BUILD_KEY_KIND = "build/1"
 DIRECT_KEY_KIND = "direct/1"
 
-#: Backend fingerprints by backend object (kept alive here, so ids are not reused).
-_backend_fingerprints: dict[int, tuple[Any, str]] = {}
-
 
 def build_ingredients(backend: Any, compilable: Any) -> dict[str, Any]:
     """Ingredients of the build key of a lowered ``CompilableProgramDef``."""
@@ -55,15 +52,6 @@ def backend_name(backend: Any) -> str:
     return str(getattr(backend, "name", type(backend).__qualname__))
 
 
-def _backend_config(backend: Any) -> str:
-    cached = _backend_fingerprints.get(id(backend))
-    if cached is not None and cached[0] is backend:
-        return cached[1]
-    fingerprint = _facts.backend_config(backend)
-    _backend_fingerprints[id(backend)] = (backend, fingerprint)
-    return fingerprint
-
-
 def _shared_ingredients(backend: Any, args: Any) -> dict[str, Any]:
     name = backend_name(backend)
     family = toolchain.backend_family(name)
@@ -76,7 +64,9 @@ def _shared_ingredients(backend: Any, args: Any) -> dict[str, Any]:
         facts = toolchain.gpu_facts(facts, device, arch)
     ingredients: dict[str, Any] = {
         "backend": name,
-        "backend_config": _backend_config(backend),
+        # Serialized at every lookup (about 0.1 ms), never remembered by object: a backend
+        # can be changed in place (its build factory is not frozen), and gt4py follows it.
+        "backend_config": _facts.backend_config(backend),
         "arg_types": [str(t) for t in args.args],
         "kwarg_types": {k: str(t) for k, t in sorted(args.kwargs.items())},
         "static_args": _descriptors(args.argument_descriptor_contexts),

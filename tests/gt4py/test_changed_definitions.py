@@ -1,0 +1,87 @@
+"""A definition changed in a running process, after gt4py parsed it: gtcache serves what gt4py
+alone would run, and never links a direct key to a build of another definition.
+
+gt4py parses a field operator when it is decorated (its closure values folded in) and a
+program again for each new ``Program`` object; the direct key reads the definitions when a
+variant is looked up. Each scenario changes something in between, in a process of its own,
+then a fresh process runs the changed project as it now is: before the fix, the first process
+linked the new definition's direct key to the old build, and the fresh one was served it.
+The roundtrip backend keeps compiles cheap (the keys do not depend on the backend).
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+from tests.helpers import expected, pythonpath, run_python, write_project
+
+pytestmark = pytest.mark.slow
+
+#: Runs ``proj``'s program once or twice (``sys.argv[1]`` says what changes before the second
+#: call, or before the only one); prints each call's output and the hook's outcomes.
+SCRIPT = """
+import json, pathlib, sys
+import numpy as np
+import gt4py.next as gtx
+from gt4py.eve.utils import FrozenNamespace
+from proj import ops, prog
+
+def call():
+    a = gtx.as_field([ops.IDim], np.arange(8.0))
+    out = gtx.as_field([ops.IDim], np.zeros(8))
+    prog.shift_scale.with_backend(gtx.itir_python)(a, out, offset_provider={})  # a new Program
+    return out.asnumpy().tolist()
+
+def edit(module, old, new):
+    path = pathlib.Path(module.__file__)
+    path.write_text(path.read_text().replace(old, new))
+
+change, outs = sys.argv[1], []
+if change == "rebind":  # a test's monkeypatch, a notebook cell: scale's closure value
+    ops.PHYS = FrozenNamespace(FACTOR=3.0)
+elif change == "edit-before-call":  # the file edited after the import (no reload)
+    edit(ops, "return PHYS.FACTOR * a", "return PHYS.FACTOR * -a")
+elif change == "edit-after-call":  # the program's own text, read again for a new Program
+    outs.append(call())
+    edit(prog, "_shift_scale(a, out=out)", "_shift_scale(out, out=out)")  # the same names
+outs.append(call())
+from gtcache.gt4py import active_hook
+print("REPORT " + json.dumps({"outs": outs, "outcomes": [(o.status, o.via) for o in active_hook().outcomes]}))
+"""
+
+
+def run(project: pathlib.Path, store: pathlib.Path, change: str) -> dict:
+    env = {"PYTHONPATH": pythonpath(project), "PYTHONDONTWRITEBYTECODE": "1", "GTCACHE_DIR": str(store)}
+    out = run_python(SCRIPT, change, env=env)
+    return json.loads(next(line for line in out.splitlines() if line.startswith("REPORT ")).removeprefix("REPORT "))  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("change", "in_process", "rewrite", "fresh", "fresh_outcome"),
+    [
+        # gt4py folded PHYS.FACTOR = 2.0 into scale when decorating it.
+        ("rebind", [expected(2.0, 1.0)], {"factor": "3.0"}, expected(3.0, 1.0), ["compiled", None]),
+        ("edit-before-call", [expected(2.0, 1.0)], {"scale_body": "PHYS.FACTOR * -a"}, expected(-2.0, 1.0),
+         ["compiled", None]),
+        # The first call is served; the second is of the edited program (out = 2 * out + 1),
+        # compiled and stored by its build key, which the fresh process finds after lowering.
+        ("edit-after-call", [expected(2.0, 1.0), [1.0] * 8], None, [1.0] * 8, ["hit", "build"]),
+    ],
+)
+def test_a_definition_changed_after_gt4py_parsed_it(
+    tmp_path: pathlib.Path, change: str, in_process: list, rewrite: dict | None, fresh: list, fresh_outcome: list
+) -> None:
+    store, project = tmp_path / "store", write_project(tmp_path / "p")
+    first = run(project, store, "none")  # the project's build is in the store
+    assert first["outs"] == [expected(2.0, 1.0)] and first["outcomes"] == [["compiled", None]], first
+
+    changed = run(project, store, change)
+    assert changed["outs"] == in_process, "gtcache serves what gt4py alone runs"
+    if rewrite is not None:
+        write_project(project, **rewrite)
+    later = run(project, store, "none")
+    assert later["outs"] == [fresh], f"a fresh process runs the project as it now is: {later}"
+    assert later["outcomes"] == [fresh_outcome], later
