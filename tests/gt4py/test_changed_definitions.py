@@ -85,3 +85,30 @@ def test_a_definition_changed_after_gt4py_parsed_it(
     later = run(project, store, "none")
     assert later["outs"] == [fresh], f"a fresh process runs the project as it now is: {later}"
     assert later["outcomes"] == [fresh_outcome], later
+
+
+OPERATOR_SCRIPT = """
+import json
+import numpy as np
+import gt4py.next as gtx
+from proj import ops
+
+a = gtx.as_field([ops.IDim], np.arange(8.0))
+out = gtx.as_field([ops.IDim], np.zeros(8))
+ops.scale.with_backend(gtx.itir_python)(a, out=out, offset_provider={})
+from gtcache.gt4py import active_hook
+print("REPORT " + json.dumps({"out": out.asnumpy().tolist(), "outcomes": [(o.status, o.via) for o in active_hook().outcomes]}))
+"""
+
+
+def test_a_field_operator_called_directly_is_linked_as_a_program_is(tmp_path: pathlib.Path) -> None:
+    """Its definition is a field operator's (gt4py keeps its ``func_to_foast`` parse, not a
+    program's): unchanged, the direct link is written and the next process hits it."""
+    store, project = tmp_path / "store", write_project(tmp_path / "p")
+    env = {"PYTHONPATH": pythonpath(project), "PYTHONDONTWRITEBYTECODE": "1", "GTCACHE_DIR": str(store)}
+    reports = [
+        json.loads(next(l for l in run_python(OPERATOR_SCRIPT, env=env).splitlines() if l.startswith("REPORT ")).removeprefix("REPORT "))
+        for _ in range(2)
+    ]
+    assert [r["out"] for r in reports] == [expected(2.0, 0.0)] * 2
+    assert [r["outcomes"] for r in reports] == [[["compiled", None]], [["hit", "direct"]]], reports

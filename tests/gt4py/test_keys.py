@@ -668,3 +668,50 @@ def test_a_notebook_cell_has_a_direct_key() -> None:
         assert len(definition_fingerprint(namespace["op"].definition_stage)) == 16
     finally:
         del linecache.cache[name]
+
+
+def test_gt4py_lowers_every_example_as_defined() -> None:
+    """Unchanged definitions: each example program, and each field operator it calls (as a
+    directly called definition too), has its direct link written after a lowering."""
+    from gtcache import examples
+    from gtcache.gt4py import _compat
+
+    backend = examples.backend_by_name("roundtrip")
+    checked = 0
+    for example in examples.EXAMPLES.values():
+        assert _compat.parsed_as_defined(backend, example.program.definition_stage), example
+        for value in example.program.past_stage.closure_vars.values():
+            if hasattr(value, "foast_stage"):
+                assert _compat.parsed_as_defined(backend, value.definition_stage), value
+                checked += 1
+    assert checked >= len(examples.EXAMPLES)
+
+
+def test_a_file_whose_change_time_alone_moved_is_unchanged_while_its_text_is(
+    tmp_path: pathlib.Path, sources_before_start: Callable[[], None]
+) -> None:
+    """A hard link made to a source file (``uv`` installing from a shared cache does) or a
+    ``chmod`` moves its change time only: the text gt4py read is still the file's, and it stays
+    keyed; an edit that keeps the size and modification time (``cp -p``) does not."""
+    import linecache
+    import shutil
+
+    from gtcache.gt4py import _facts
+
+    source = tmp_path / "linked_ops.py"
+    source.write_text("A = 1.0\n")
+    sources_before_start()
+    assert linecache.getlines(str(source)) == ["A = 1.0\n"]  # as gt4py's inspect reads it
+    assert not _facts.changed_since_start(str(source))
+    time.sleep(0.05)  # past the start by the files' (coarse) clock
+    os.link(source, tmp_path / "another-venv-link.py")
+    assert os.stat(source).st_ctime_ns >= _facts._STARTED_NS
+    assert not _facts.changed_since_start(str(source))
+    backup = tmp_path / "backup.py"
+    backup.write_text("A = 2.0\n")  # the same size
+    shutil.copystat(source, backup)
+    shutil.copyfile(backup, source)
+    shutil.copystat(backup, source)  # cp -p: the old modification time, another text
+    assert os.stat(source).st_mtime_ns < _facts._STARTED_NS
+    assert _facts.changed_since_start(str(source))
+    linecache.checkcache(str(source))

@@ -391,7 +391,8 @@ def parsed_as_defined(backend: Any, definition_stage: Any) -> bool:
     """Whether what gt4py lowers of a program is what its definition says now.
 
     gt4py lowers a program from parses it keeps: its own (``backend.transforms.func_to_past``,
-    cached by a fingerprint of the definition) and each field or scan operator's
+    or ``func_to_foast`` for a field operator called directly, cached by a fingerprint of the
+    definition) and each field or scan operator's
     ``foast_stage``, parsed when it was decorated, with the closure values it had then
     (constants, ``consts.FACTOR``, folded in). The direct key reads the definitions as they
     are now. They differ after a module global is rebound (a notebook cell, a test's
@@ -400,12 +401,18 @@ def parsed_as_defined(backend: Any, definition_stage: Any) -> bool:
     closure values by identity): a few ms an operator, paid only where a lowering is.
     Any doubt (a parse that fails, a backend without these steps) is a no.
     """
-    from gt4py.next.ffront import func_to_foast, func_to_past  # noqa: PLC0415  # gt4py.next imports them
+    from gt4py.next.ffront import func_to_foast, func_to_past, stages  # noqa: PLC0415  # gt4py.next imports them
     from gt4py.next.otf import arguments  # noqa: PLC0415
 
     try:
-        used = backend.transforms.func_to_past(_concrete_artifact(definition_stage, arguments.CompileTimeArgs.empty())).data
-        if not _same_parse(used, func_to_past.func_to_past(definition_stage), "past_node"):
+        artifact = _concrete_artifact(definition_stage, arguments.CompileTimeArgs.empty())
+        if isinstance(definition_stage, stages.DSLFieldOperatorDef):  # a field operator called directly
+            used = backend.transforms.func_to_foast(artifact).data
+            same = _same_parse(used, func_to_foast.func_to_foast(definition_stage), "foast_node")
+        else:
+            used = backend.transforms.func_to_past(artifact).data
+            same = _same_parse(used, func_to_past.func_to_past(definition_stage), "past_node")
+        if not same:
             return False
         pending, seen = list(used.closure_vars.values()), set()
         while pending:

@@ -52,6 +52,7 @@ import os
 import sys
 import threading
 import time
+import tokenize
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -88,8 +89,9 @@ _MAX_SOURCE_FILES_PER_SHARD = 128
 #: A file changed less than this many seconds ago is not described in the facts: an edit in
 #: the same tick of the file system's clock, of the same size, would not show (ccache's rule).
 _TOO_RECENT = 2.0
-#: About when this process started (gtcache is imported at start-up, by its ``.pth`` hook): a
-#: file changed since may differ from what the process imported and gt4py read from it.
+#: About when this process started (this module is imported as the hook is installed, when
+#: gt4py is imported, before any DSL module): a file changed since may differ from what the
+#: process imported and gt4py read from it.
 _STARTED = time.time()
 
 
@@ -487,7 +489,37 @@ def changed_since_start(filename: str) -> bool:
         st = os.stat(filename)
     except OSError:
         return True
-    return max(st.st_mtime_ns, st.st_ctime_ns) >= _STARTED_NS
+    if st.st_mtime_ns >= _STARTED_NS:
+        return True
+    return st.st_ctime_ns >= _STARTED_NS and not _same_text(filename, st, kept)
+
+
+def _same_text(filename: str, st: os.stat_result, kept: Any) -> bool:
+    """Whether a file whose change time alone moved since the start (a hard link made to it, as
+    ``uv`` installing from a shared cache does; a ``chmod``) still has the text ``inspect`` read
+    before: ``linecache``'s, while its size and modification time are the file's (an edit that
+    kept them, ``cp -p``, shows in the text). Read once per change time, once it is settled.
+    Every call here follows one that found the modification time from before the start."""
+    if _same_texts.get(filename) == st.st_ctime_ns:
+        return True
+    if kept is None or len(kept) != 4 or kept[0] != st.st_size or kept[1] != st.st_mtime:
+        return False
+    try:
+        with tokenize.open(filename) as file:
+            lines = file.readlines()
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return False
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"  # as linecache keeps it
+    if lines != kept[2]:
+        return False
+    if time.time() - st.st_ctime > _TOO_RECENT:  # another change in the same tick would not show
+        _same_texts[filename] = st.st_ctime_ns
+    return True
+
+
+#: Per file, the change time ``_same_text`` found its text unchanged at (read once per change).
+_same_texts: dict[str, int] = {}
 
 
 def source_unchanged(filename: str) -> bool:
