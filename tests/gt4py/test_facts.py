@@ -124,6 +124,22 @@ def test_a_damaged_facts_file_is_ignored_and_rewritten(tmp_path: pathlib.Path) -
     assert json.loads(facts.read_text())["format"] == "gtcache-facts"
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("swept_at", ["1" + "0" * 400, "-1e999", "true"])
+def test_a_stored_time_of_any_value_is_ignored(tmp_path: pathlib.Path, swept_at: str) -> None:
+    """The main file's ``swept_at`` is JSON: a number too large for a float (``float(10**400)``
+    raises) once made every lookup fail, for good (nothing rewrote the file). A value that is
+    not a finite time is ignored; the other facts are read as stored."""
+    store = tmp_path / "store"
+    child(store)
+    [facts] = facts_files(store)
+    data = json.loads(facts.read_text())
+    facts.write_text(json.dumps({**data, "swept_at": None}).replace('"swept_at": null', f'"swept_at": {swept_at}'))
+    again = child(store)
+    assert not again["warnings"] and all(b["used"] == b["computed"] for b in again["backends"].values()), again
+    assert _facts._epoch(json.loads(facts.read_text()).get("swept_at")) is None  # (as planted: nothing new)
+
+
 def test_backend_digest_sees_options_and_not_identity() -> None:
     from gt4py.next import config
     from gt4py.next.program_processors.runners import gtfn

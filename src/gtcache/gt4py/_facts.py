@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import atexit
 import linecache
+import math
 import os
 import sys
 import threading
@@ -208,10 +209,12 @@ class Facts:
         self.swept_at: float | None = None
         data = _ours(store.read_facts(self.environment))
         if data is not None:
-            self.backends = _str_map(data.get("backend_config"))
-            swept_at = data.get("swept_at")
-            self.swept_at = float(swept_at) if isinstance(swept_at, (int, float)) else None
-            self.folders = _folders(data.get("folders"))
+            try:
+                self.backends = _str_map(data.get("backend_config"))
+                self.swept_at = _epoch(data.get("swept_at"))
+                self.folders = _folders(data.get("folders"))
+            except Exception:  # damaged in a way the checks miss: ignored (and rewritten), like
+                self.backends, self.swept_at, self.folders = {}, None, {}  # any damaged file
 
     # -- backend fingerprints -----------------------------------------------------------
 
@@ -539,6 +542,18 @@ def _file_identity(filename: str) -> list[int] | None:
             identity = None
         _file_identities[filename] = identity
     return _file_identities[filename]
+
+
+def _epoch(value: Any) -> float | None:
+    """A stored time (epoch seconds), if it is a finite number a float holds (JSON's numbers
+    are not bounded: ``float(10**400)`` raises)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:
+        return None
+    return seconds if math.isfinite(seconds) else None
 
 
 def _str_map(value: Any) -> dict[str, str]:
