@@ -194,6 +194,30 @@ def test_read_only_store_and_unwritable_folder(
     figures.add("hostile machine", f"store folder that cannot be created ({variant}): program ran, warnings", len(warned))
 
 
+@pytest.mark.parametrize("folder", ["facts", "trash", "locks"])
+def test_a_store_folder_made_a_symlink(tmp_path: pathlib.Path, folder: str, figures) -> None:
+    """A fixed folder replaced by a symbolic link: nothing is written through it. A hit is
+    served; a miss runs with one warning that says how to mend the store (before, the lock and
+    the publish each warned), and the link's target stays empty."""
+    store, elsewhere = tmp_path / "store", tmp_path / "elsewhere"
+    project = write_project(tmp_path / "p")
+    run(project, store)
+    before = snapshot(store)
+    shutil.rmtree(store / folder, ignore_errors=True)
+    elsewhere.mkdir()
+    (store / folder).symlink_to(elsewhere)
+
+    report, warned = run(project, store)
+    assert report["out"] == expected(2.0, 1.0) and [o["status"] for o in report["outcomes"]] == ["hit"], report
+    assert warned == [], "a hit needs nothing written"
+    write_project(project, offset="3.0")
+    report, warned = run(project, store)
+    assert report["out"] == expected(2.0, 3.0), report
+    assert len(warned) == 1 and f"'{store / folder}'" in warned[0] and "verify --repair" in warned[0], warned
+    assert list(elsewhere.iterdir()) == [] and snapshot(store) == before
+    figures.add("hostile machine", f"store folder '{folder}' a symbolic link: miss ran, warnings", len(warned))
+
+
 @pytest.mark.parametrize("locking", ["flock", "files"])
 def test_lock_left_by_a_killed_compiler(tmp_path: pathlib.Path, locking: str, figures) -> None:
     """SIGKILL a process while it compiles (holding the variant's lock); the next one must not wait for it."""

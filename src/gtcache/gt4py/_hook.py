@@ -306,6 +306,9 @@ class Hook:
         if self.store.read_only:
             self.warn_once(f"cannot publish to '{self.store.root}': it is not writable")
             return task
+        if (problem := self.store.unsafe_problem()) is not None:  # one warning, not the lock's and the publish's
+            self.warn_once(f"cannot publish to '{self.store.root}': {problem}")
+            return task
         lock = self._claim(key, program["name"])
         if lock is None:
             if (served := self._from_remote(program, name, key, direct_key, backend, start, spec)) is not None:

@@ -616,11 +616,16 @@ class Store:
     def _require_writable(self) -> None:
         if self.read_only:
             raise GtcacheError(f"Store '{self.root}' is read-only.")
+        if (problem := self.unsafe_problem()) is not None:
+            raise GtcacheError(problem)
+
+    def unsafe_problem(self) -> str | None:
+        """Why nothing is written to the store although it is writable: a fixed folder that is
+        not a real folder (``unsafe_folders``); None when there is none."""
         if unsafe := self.unsafe_folders():
             path, what = unsafe[0]
-            raise GtcacheError(
-                f"Store folder '{path}' is {what}; nothing is written through it: run 'gtcache verify --repair'."
-            )
+            return f"Store folder '{path}' is {what}; nothing is written through it: run 'gtcache verify --repair'."
+        return None
 
     def fixed_folders(self) -> tuple[pathlib.Path, ...]:
         """The store's own folders (and ``index`` when it lives in the store)."""
