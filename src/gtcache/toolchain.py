@@ -29,6 +29,8 @@ import sysconfig
 import time
 from typing import Any, NamedTuple
 
+import xxhash
+
 from gtcache.keys import digest
 from gtcache.settings import ENV_CUDA_ARCH, ENV_HIP_ARCH, declared_gpu_arch
 
@@ -49,6 +51,7 @@ __all__ = [
     "ListedFolder",
     "listed_folders",
     "seed_folder_versions",
+    "stat_shows_changes",
     "supported_archs",
     "target_arch",
     "toolchain_facts",
@@ -151,9 +154,10 @@ class ListedFolder(NamedTuple):
 
 def folder_identity(entry: str) -> tuple[str | None, list[int] | None, float]:
     """A ``sys.path`` entry's absolute name (None: a relative one in a working folder that was
-    removed), the identity (device, inode, size, modification and change time) of what it
-    names (None: nothing, or it cannot be stat'ed) and when it was taken (epoch seconds,
-    before the ``stat``)."""
+    removed), the identity (device, inode, size, modification and change time; for a folder
+    whose times would not show a change, ``stat_shows_changes``, a digest of the names in it
+    too) of what it names (None: nothing, or it cannot be stat'ed or listed) and when it was
+    taken (epoch seconds, before the ``stat``)."""
     at = time.time()
     try:
         name: str | None = os.path.abspath(entry or ".")
@@ -163,7 +167,52 @@ def folder_identity(entry: str) -> tuple[str | None, list[int] | None, float]:
         st = os.stat(entry or ".")
     except OSError:
         return name, None, at
-    return name, [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns], at
+    identity = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    if not stat_shows_changes(st):  # an image's folder: what it holds (its versions come from that)
+        try:
+            names = "\0".join(sorted(os.listdir(entry or ".")))
+        except OSError:
+            return name, None, at
+        identity.append(xxhash.xxh3_64_intdigest(names.encode(errors="surrogateescape")))
+    return name, identity, at
+
+
+def stat_shows_changes(st: os.stat_result) -> bool:
+    """Whether a change to a file would show in its identity (device, inode, size, modification
+    and change time), as the facts files assume: where the kernel (or a file server) keeps the
+    change time. Not on a read-only image's file system (squashfs, erofs, ISO 9660, cramfs;
+    FUSE mounts such as squashfuse; overlays of them): its files carry the times they were
+    built with, whole seconds and the change time equal to the modification time, and
+    reproducible builds (``SOURCE_DATE_EPOCH``) fix them, so two builds of one image can give
+    an edited file (of the same size) the identity it had. Only a file with such times costs
+    more than this test (its file system is looked up, once per device)."""
+    if st.st_mtime_ns != st.st_ctime_ns or st.st_mtime_ns % 1_000_000_000:
+        return True
+    if (kind := _FILE_SYSTEMS.get(st.st_dev)) is None:
+        kind = _FILE_SYSTEMS[st.st_dev] = _file_system(st.st_dev)
+    return kind not in _IMAGE_FILE_SYSTEMS and not kind.startswith("fuse")
+
+
+#: The file system type per device (``stat_shows_changes``), as this process found it.
+_FILE_SYSTEMS: dict[int, str] = {}
+#: File systems whose files' times are what the image was built with (and ``"?"``: unknown).
+_IMAGE_FILE_SYSTEMS = frozenset({"squashfs", "erofs", "iso9660", "cramfs", "romfs", "udf", "overlay", "?"})
+
+
+def _file_system(device: int) -> str:
+    """The type of the file system mounted from ``device`` (``/proc/self/mountinfo``; ``"?"``
+    when it is not found there, or elsewhere than Linux)."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as mounts:
+            for line in mounts:  # "36 35 98:0 /root /mount options [optional...] - type source ..."
+                fields = line.split()
+                major, _, minor = fields[2].partition(":") if len(fields) > 2 else ("", "", "")
+                if major.isdigit() and minor.isdigit() and os.makedev(int(major), int(minor)) == device:
+                    after = fields[fields.index("-") + 1:] if "-" in fields else []
+                    return after[0] if after else "?"
+    except OSError:
+        pass
+    return "?"
 
 
 def seed_folder_versions(folders: dict[str, dict[str, str]]) -> None:

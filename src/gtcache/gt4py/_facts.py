@@ -58,6 +58,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import xxhash
+
 from gtcache import toolchain
 from gtcache._version import __version__
 from gtcache.gt4py import _compat
@@ -563,13 +565,23 @@ def _str_map(value: Any) -> dict[str, str]:
 
 
 def _identity(path: str | None) -> list[int] | None:
+    """A file's device, inode, size, modification and change time; for a file whose times
+    would not show a change (``toolchain.stat_shows_changes``: an image's), a digest of its
+    bytes too (read each time)."""
     if not path:
         return None
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    identity = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    if not toolchain.stat_shows_changes(st):
+        try:
+            with open(path, "rb") as file:
+                identity.append(xxhash.xxh3_64_intdigest(file.read()))
+        except OSError:
+            return None
+    return identity
 
 
 _module_identities: dict[str, list[int] | None] = {}
@@ -607,5 +619,5 @@ def _folders(value: Any) -> dict[str, dict[str, Any]]:
         if isinstance(name, str) and isinstance(entry, dict)
         and isinstance(versions := entry.get("versions"), dict) and _str_map(versions) == versions
         and ((identity := entry.get("identity")) is None
-             or (isinstance(identity, list) and len(identity) == 5 and all(type(part) is int for part in identity)))
+             or (isinstance(identity, list) and len(identity) in (5, 6) and all(type(part) is int for part in identity)))
     }
