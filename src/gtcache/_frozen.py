@@ -50,6 +50,10 @@ class Frozen:
     _hidden_: ClassVar[frozenset[str]] = frozenset()
     #: The fields ``repr`` shows.
     _shown_: ClassVar[tuple[str, ...]] = ()
+    #: The fields, as a set (what keyword arguments may name).
+    _names_: ClassVar[frozenset[str]] = frozenset()
+    #: The fields without a default.
+    _required_: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -85,25 +89,28 @@ class Frozen:
                 raise TypeError(f"{cls.__qualname__}: field {name!r} without a default follows one with a default")
         cls._fields_, cls._defaults_, cls._hidden_ = tuple(fields), defaults, frozenset(hidden)
         cls._shown_ = tuple(name for name in fields if name not in hidden)
+        cls._names_ = frozenset(fields)
+        cls._required_ = frozenset(fields).difference(defaults)
         setattr(cls, "__match_args__", cls._fields_)  # noqa: B010 - mypy forbids assigning it
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         fields = self._fields_
-        if len(args) > len(fields):
-            raise TypeError(f"{type(self).__qualname__}() takes {len(fields)} arguments, {len(args)} given")
-        values = dict(zip(fields, args, strict=False))
-        for name, value in kwargs.items():
-            if name in values or name not in fields:
-                problem = "multiple values for" if name in values else "an unexpected keyword"
-                raise TypeError(f"{type(self).__qualname__}() got {problem} argument {name!r}")
-            values[name] = value
+        values = kwargs  # a new dict each call; records are made by keyword on the hot path
+        if args:
+            if len(args) > len(fields):
+                raise TypeError(f"{type(self).__qualname__}() takes {len(fields)} arguments, {len(args)} given")
+            values = dict(zip(fields, args, strict=False))
+            if twice := values.keys() & kwargs.keys():
+                raise TypeError(f"{type(self).__qualname__}() got multiple values for argument {min(twice)!r}")
+            values.update(kwargs)
+        if not values.keys() <= self._names_:
+            unexpected = next(name for name in values if name not in self._names_)
+            raise TypeError(f"{type(self).__qualname__}() got an unexpected keyword argument {unexpected!r}")
         if len(values) < len(fields):
-            defaults = self._defaults_
-            for name in fields:
-                if name not in values:
-                    if name not in defaults:
-                        raise TypeError(f"{type(self).__qualname__}() is missing the argument {name!r}")
-                    values[name] = defaults[name]
+            if not self._required_ <= values.keys():
+                missing = next(name for name in fields if name in self._required_ and name not in values)
+                raise TypeError(f"{type(self).__qualname__}() is missing the argument {missing!r}")
+            self.__dict__.update(self._defaults_)  # then the values given
         self.__dict__.update(values)
         post_init = getattr(self, "__post_init__", None)
         if post_init is not None:

@@ -168,7 +168,7 @@ def folder_identity(entry: str) -> tuple[str | None, list[int] | None, float]:
     except OSError:
         return name, None, at
     identity = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-    if not stat_shows_changes(st):  # an image's folder: what it holds (its versions come from that)
+    if identity[3] == identity[4] and not identity[3] % 1_000_000_000 and not stat_shows_changes(st):  # an image's folder: what it holds (its versions come from that)
         try:
             names = "\0".join(sorted(os.listdir(entry or ".")))
         except OSError:

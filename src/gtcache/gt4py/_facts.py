@@ -575,7 +575,7 @@ def _identity(path: str | None) -> list[int] | None:
     except OSError:
         return None
     identity = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-    if not toolchain.stat_shows_changes(st):
+    if identity[3] == identity[4] and not identity[3] % 1_000_000_000 and not toolchain.stat_shows_changes(st):
         try:
             with open(path, "rb") as file:
                 identity.append(xxhash.xxh3_64_intdigest(file.read()))

@@ -176,19 +176,24 @@ def _deconstruct_function(func: types.FunctionType) -> Any:
 
 #: Per code object, by identity: the digest of its source text and (once needed) the
 #: attribute chains it reads, as ``_source`` found them (a process reads one text per code
-#: object; bounded). Not by equality: code objects that differ only in comments or a local
+#: object; bounded), and the forms ``_source_fact`` gives of these facts (checked and
+#: interned once). Not by equality: code objects that differ only in comments or a local
 #: variable's annotation (which gt4py's frontend reads) compare equal, as two files' copies
 #: of a function can.
-_sources: dict[int, tuple[types.CodeType, dict[str, Any]]] = {}
+_sources: dict[int, tuple[types.CodeType, dict[str, Any], dict[str, Any]]] = {}
 
 
 def _source(func: types.FunctionType) -> dict[str, Any]:
     """``{"digest": ...}`` of a function's source text, from the store's facts when its file
     is as it was (no read, no tokenizing: ``inspect.getsource`` costs about 0.15 ms a
     function); else read, and kept in the facts (``_facts.source_file_key`` says when it can)."""
+    return _source_entry(func)[1]
+
+
+def _source_entry(func: types.FunctionType) -> tuple[types.CodeType, dict[str, Any], dict[str, Any]]:
     code = func.__code__
     if (known := _sources.get(id(code))) is not None and known[0] is code:
-        return known[1]
+        return known
     facts, shard = _facts.active(), _shard.get()
     key = _facts.source_file_key(code.co_filename) if facts is not None and shard is not None else None
     value = facts.source(shard, code.co_filename, key, _name_in_file(code)) if facts is not None and shard and key else None
@@ -197,8 +202,8 @@ def _source(func: types.FunctionType) -> dict[str, Any]:
         _remember_source(func, key, value)
     if len(_sources) >= _MAX_FINGERPRINTS:
         _sources.pop(next(iter(_sources)))
-    _sources[id(code)] = (code, value)
-    return value
+    entry = _sources[id(code)] = (code, value, {})
+    return entry
 
 
 def _chains(func: types.FunctionType) -> dict[str, list[tuple[str, ...]]]:
@@ -206,10 +211,11 @@ def _chains(func: types.FunctionType) -> dict[str, list[tuple[str, ...]]]:
     def compute() -> dict[str, list[list[str]]]:
         return {name: [list(chain) for chain in found] for name, found in _attribute_chains(func.__code__, func).items()}
 
-    stored = _source_fact(func, "chains", compute, lambda value: isinstance(value, dict) and all(
+    return _source_fact(func, "chains", compute, lambda value: isinstance(value, dict) and all(
         isinstance(chains, list) and all(_names(chain) for chain in chains) for chains in value.values()
-    ))
-    return {sys.intern(name): [tuple(map(sys.intern, chain)) for chain in chains] for name, chains in stored.items()}
+    ), lambda stored: {
+        sys.intern(name): [tuple(map(sys.intern, chain)) for chain in chains] for name, chains in stored.items()
+    })
 
 
 def _global_names(func: types.FunctionType) -> list[str] | None:
@@ -217,28 +223,36 @@ def _global_names(func: types.FunctionType) -> list[str] | None:
     from its ``_source`` facts when they have them; None where gt4py finds them otherwise."""
     if not _compat.CLOSURE_FROM_SOURCE:
         return None
-    names = _source_fact(func, "globals", lambda: _compat.closure_global_names(func.__code__), _names)
     # Interned, as the names in code are: ``content_bytes`` (pickle) writes a string seen before
     # as a reference to it only when it is the same object, and the bytes must not differ
     # between a name read from the facts file and the same name found by parsing.
-    return [sys.intern(name) for name in names]
+    return _source_fact(func, "globals", lambda: _compat.closure_global_names(func.__code__), _names,
+                        lambda names: [sys.intern(name) for name in names])
 
 
 def _names(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(name, str) for name in value)
 
 
-def _source_fact(func: types.FunctionType, name: str, compute: Callable[[], Any], valid: Callable[[Any], bool]) -> Any:
-    """A fact of a function's source text besides its digest: stored with it, else computed
-    (and stored with it from then on)."""
-    source = _source(func)
+def _source_fact[T](
+    func: types.FunctionType, name: str, compute: Callable[[], Any], valid: Callable[[Any], bool],
+    use: Callable[[Any], T],
+) -> T:
+    """``use`` of a fact of a function's source text besides its digest: stored with it (if
+    ``valid``), else computed (and stored with it from then on); made once per code object
+    (callers do not change it)."""
+    code, source, usable = _source_entry(func)
+    if name in usable:
+        return usable[name]  # type: ignore[no-any-return]  # what ``use`` made
     if name in source and valid(source[name]):
-        return source[name]
-    value = compute()
-    source = {**source, name: value}
-    _sources[id(func.__code__)] = (func.__code__, source)
-    _remember_source(func, _facts.source_file_key(func.__code__.co_filename), source)
-    return value
+        value = source[name]
+    else:
+        value = compute()
+        source = {**source, name: value}
+        _sources[id(code)] = (code, source, usable)
+        _remember_source(func, _facts.source_file_key(code.co_filename), source)
+    usable[name] = made = use(value)
+    return made
 
 
 def _name_in_file(code: types.CodeType) -> str:
