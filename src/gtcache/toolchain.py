@@ -48,6 +48,7 @@ __all__ = [
     "gpu_facts",
     "gpu_kind",
     "gpu_toolkit_facts",
+    "in_standard_library",
     "ListedFolder",
     "listed_folders",
     "seed_folder_versions",
@@ -116,6 +117,9 @@ def _gt4py_sources() -> str | None:
             with contextlib.suppress(OSError):
                 stat = os.stat(path)
                 files.append(f"{os.path.relpath(path, root)}:{stat.st_size}:{stat.st_mtime_ns}")
+                if not stat_shows_changes(stat):  # a source tree on an image: its bytes
+                    with open(path, "rb") as file:
+                        files[-1] += f":{xxhash.xxh3_64_hexdigest(file.read())}"
     return digest("\n".join(files))
 
 
@@ -168,7 +172,8 @@ def folder_identity(entry: str) -> tuple[str | None, list[int] | None, float]:
     except OSError:
         return name, None, at
     identity = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-    if identity[3] == identity[4] and not identity[3] % 1_000_000_000 and not stat_shows_changes(st):  # an image's folder: what it holds (its versions come from that)
+    if (identity[3] == identity[4] and not identity[3] % 1_000_000_000 and not in_standard_library(name or "")
+            and not stat_shows_changes(st)):  # an image's folder: what it holds (its versions come from that)
         try:
             names = "\0".join(sorted(os.listdir(entry or ".")))
         except OSError:
@@ -177,26 +182,46 @@ def folder_identity(entry: str) -> tuple[str | None, list[int] | None, float]:
     return name, identity, at
 
 
+def in_standard_library(path: str) -> bool:
+    """Whether ``path`` (absolute) is the interpreter's standard library or in it (not in its
+    ``site-packages``): no distribution is installed there (pip, conda and Debian install into
+    ``site-packages`` / ``dist-packages``), and the interpreter's version (``sys.version``, in
+    every facts file's name) names its files. Their stat identities are used as they are, even
+    where ``stat_shows_changes`` says no (a Python from an image would otherwise list its
+    library and read ``typing.py`` in every process)."""
+    if not path.startswith(_LIBRARY):
+        return False
+    rest = path[len(_LIBRARY):]
+    return not rest or (rest[0] == os.sep and rest[1:].split(os.sep, 1)[0] not in ("site-packages", "dist-packages"))
+
+
+_LIBRARY = os.path.dirname(os.__file__)
+
+
 def stat_shows_changes(st: os.stat_result) -> bool:
     """Whether a change to a file would show in its identity (device, inode, size, modification
-    and change time), as the facts files assume: where the kernel (or a file server) keeps the
-    change time. Not on a read-only image's file system (squashfs, erofs, ISO 9660, cramfs;
-    FUSE mounts such as squashfuse; overlays of them): its files carry the times they were
-    built with, whole seconds and the change time equal to the modification time, and
-    reproducible builds (``SOURCE_DATE_EPOCH``) fix them, so two builds of one image can give
-    an edited file (of the same size) the identity it had. Only a file with such times costs
-    more than this test (its file system is looked up, once per device)."""
+    and change time), as the facts files assume: where the kernel (or a file server) set the
+    change time when the file was last written. Not where an image builder wrote the times
+    (squashfs, erofs, ISO 9660; ext2/3/4 images made by ``mkfs.ext4 -d`` or ``genext2fs``; a
+    VM's root file system converted from a container image): the files carry whole seconds,
+    the change time equal to the modification time, and reproducible builds
+    (``SOURCE_DATE_EPOCH``) fix them, so two builds of one image can give an edited file (of
+    the same size) the identity it had. Such times are taken at their word only on a file
+    system whose server keeps whole-second times (Lustre, GPFS: looked up once per device).
+    Times with nanoseconds, or a change time of its own, were set by the kernel (an image
+    keeping nanosecond times, edited with its modification time kept to the nanosecond, is a
+    known gap: docs/keys.md)."""
     if st.st_mtime_ns != st.st_ctime_ns or st.st_mtime_ns % 1_000_000_000:
         return True
     if (kind := _FILE_SYSTEMS.get(st.st_dev)) is None:
         kind = _FILE_SYSTEMS[st.st_dev] = _file_system(st.st_dev)
-    return kind not in _IMAGE_FILE_SYSTEMS and not kind.startswith("fuse")
+    return kind in _WHOLE_SECOND_SERVERS
 
 
 #: The file system type per device (``stat_shows_changes``), as this process found it.
 _FILE_SYSTEMS: dict[int, str] = {}
-#: File systems whose files' times are what the image was built with (and ``"?"``: unknown).
-_IMAGE_FILE_SYSTEMS = frozenset({"squashfs", "erofs", "iso9660", "cramfs", "romfs", "udf", "overlay", "?"})
+#: File systems whose servers keep change times in whole seconds.
+_WHOLE_SECOND_SERVERS = frozenset({"lustre", "gpfs"})
 
 
 def _file_system(device: int) -> str:

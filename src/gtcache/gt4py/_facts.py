@@ -566,8 +566,8 @@ def _str_map(value: Any) -> dict[str, str]:
 
 def _identity(path: str | None) -> list[int] | None:
     """A file's device, inode, size, modification and change time; for a file whose times
-    would not show a change (``toolchain.stat_shows_changes``: an image's), a digest of its
-    bytes too (read each time)."""
+    would not show a change (``toolchain.stat_shows_changes``: an image's; not one of the
+    standard library), a digest of its bytes too (read each time)."""
     if not path:
         return None
     try:
@@ -575,7 +575,8 @@ def _identity(path: str | None) -> list[int] | None:
     except OSError:
         return None
     identity = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-    if identity[3] == identity[4] and not identity[3] % 1_000_000_000 and not toolchain.stat_shows_changes(st):
+    if (identity[3] == identity[4] and not identity[3] % 1_000_000_000 and not toolchain.in_standard_library(path)
+            and not toolchain.stat_shows_changes(st)):
         try:
             with open(path, "rb") as file:
                 identity.append(xxhash.xxh3_64_intdigest(file.read()))
