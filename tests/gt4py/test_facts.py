@@ -380,6 +380,14 @@ def test_a_stored_source_digest_is_used_only_while_its_file_is_unchanged(tmp_pat
     checked = run("verify")
     assert checked["source_read"] and checked["used"] == edited["used"], checked
     assert any("stored digest of a source text" in w for w in checked["warnings"]), checked["warnings"]
+    # So are the global names gt4py 1.2.3 parses a text for (1.2.1 reads none: none stored).
+    kept = now["functions"][name]  # type: ignore[index]
+    assert ("globals" in kept) == _compat.CLOSURE_FROM_SOURCE, kept
+    if "globals" in kept:
+        plant(shard, "sources", key, {**now, "functions": {name: {**kept, "globals": ["NOT_READ"]}}})  # type: ignore[dict-item]
+        checked = run("verify")
+        assert checked["used"] == edited["used"], checked
+        assert any("stored global names of a source text" in w for w in checked["warnings"]), checked["warnings"]
 
 
 CHAINS = """

@@ -272,9 +272,12 @@ class Facts:
         functions = _file_functions(shard.sources.get(key), file_key)
         # A damaged entry (planted, or from a bug) is replaced like a missing one.
         known = None if functions is None else _function_facts(functions.get(name))
-        if known is not None and known["digest"] != value.get("digest"):  # only when verifying
-            self._report(f"the stored digest of a source text is {known['digest']!r},"
-                         f" reading it gives {value.get('digest')!r}")
+        for fact, computed in value.items():  # a difference only when verifying
+            if known is not None and fact in known and known[fact] != computed:  # digest, global names, chains
+                self._report(f"the stored {_SOURCE_FACTS.get(fact, fact)} of a source text is {known[fact]!r},"
+                             f" reading it gives {computed!r}")
+        if known is not None and known["digest"] == value.get("digest"):
+            value = {**known, **value}  # facts of the same text not computed yet stay (and are checked then)
         if known == value:
             return
         with self._lock:  # threads keeping facts of one file add to what the other kept
@@ -429,6 +432,10 @@ def _file_functions(entry: Any, file_key: str) -> dict[str, Any] | None:
     if isinstance(entry, dict) and entry.get("identity") == file_key and isinstance(entry.get("functions"), dict):
         return entry["functions"]  # type: ignore[no-any-return]
     return None
+
+
+#: What a function's source facts are, as self-check names them.
+_SOURCE_FACTS = {"digest": "digest", "globals": "global names", "chains": "attribute chains"}
 
 
 def _function_facts(value: Any) -> dict[str, Any] | None:
