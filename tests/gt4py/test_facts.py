@@ -734,6 +734,38 @@ def test_a_source_entry_of_any_damaged_shape_is_ignored_and_replaced(tmp_path: p
     assert entry == {"identity": "key", "functions": {"1:f": value}}
 
 
+@pytest.mark.parametrize("verify", [False, True])
+def test_a_damaged_fact_beside_its_digest_is_replaced_and_reported_only_when_verifying(
+    tmp_path: pathlib.Path, verify: bool
+) -> None:
+    """A function's stored global names of the wrong type (the digest right) are computed
+    again and replaced; only self-check says so (a damaged hint is not the user's concern)."""
+    import warnings
+
+    from gtcache import open_store
+
+    store, shard, computed = open_store(tmp_path / "store"), "ab" * 16, {"digest": "2" * 32, "globals": ["x"]}
+    header = {"format": _facts._FORMAT, "version": _facts._VERSION}
+    damaged = {"identity": "key", "functions": {"1:f": {"digest": "2" * 32, "globals": 5}}}
+    store.write_facts(f"{_facts._environment()}-ab",
+                      {**header, "definitions": {}, "sources": {_facts.shard_of("/src/ops.py"): damaged}})
+    _facts.use(store, verify=verify)
+    try:
+        facts = _facts.active()
+        assert facts is not None
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            facts.remember_source(shard, "/src/ops.py", "key", "1:f", computed)
+        assert [str(w.message) for w in caught if "stored global names" in str(w.message)] == (
+            [str(caught[0].message)] if verify else []
+        ), [str(w.message) for w in caught]
+        _facts.flush()
+    finally:
+        _facts.use(None)
+    [(_, (_, entry))] = stored(tmp_path / "store", "sources").items()
+    assert entry == {"identity": "key", "functions": {"1:f": computed}}
+
+
 def test_an_edited_file_is_the_newest_in_its_shard_and_the_oldest_file_goes_first(tmp_path: pathlib.Path) -> None:
     """At the cap of source files per shard the file kept longest unchanged goes first: an
     edited file's entry is new, not where its first version was."""

@@ -272,10 +272,11 @@ class Facts:
         functions = _file_functions(shard.sources.get(key), file_key)
         # A damaged entry (planted, or from a bug) is replaced like a missing one.
         known = None if functions is None else _function_facts(functions.get(name))
-        for fact, computed in value.items():  # a difference only when verifying
-            if known is not None and fact in known and known[fact] != computed:  # digest, global names, chains
-                self._report(f"the stored {_SOURCE_FACTS.get(fact, fact)} of a source text is {known[fact]!r},"
-                             f" reading it gives {computed!r}")
+        if self.verify and known is not None:  # what reading gives against what is stored
+            for fact, computed in value.items():  # the digest, the global names, the chains
+                if fact in known and known[fact] != computed:
+                    self._report(f"the stored {_SOURCE_FACTS.get(fact, fact)} of a source text is {known[fact]!r},"
+                                 f" reading it gives {computed!r}")
         if known is not None and known["digest"] == value.get("digest"):
             value = {**known, **value}  # facts of the same text not computed yet stay (and are checked then)
         if known == value:
