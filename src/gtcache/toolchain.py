@@ -53,6 +53,7 @@ __all__ = [
     "listed_folders",
     "seed_folder_versions",
     "stat_shows_changes",
+    "stat_suffices",
     "supported_archs",
     "target_arch",
     "toolchain_facts",
@@ -172,14 +173,21 @@ def folder_identity(entry: str) -> tuple[str | None, list[int] | None, float]:
     except OSError:
         return name, None, at
     identity = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-    if (identity[3] == identity[4] and not identity[3] % 1_000_000_000 and not in_standard_library(name or "")
-            and not stat_shows_changes(st)):  # an image's folder: what it holds (its versions come from that)
+    if not stat_suffices(name or "", st):  # an image's folder: what it holds (its versions come from that)
         try:
             names = "\0".join(sorted(os.listdir(entry or ".")))
         except OSError:
             return name, None, at
         identity.append(xxhash.xxh3_64_intdigest(names.encode(errors="surrogateescape")))
     return name, identity, at
+
+
+def stat_suffices(path: str, st: os.stat_result) -> bool:
+    """Whether the stat identity of ``path`` (absolute; ``st`` its ``stat``) tells its versions
+    apart: ``stat_shows_changes``, or ``in_standard_library``. Otherwise the facts add what it
+    holds (a file's bytes, a folder's names)."""
+    return bool(st.st_mtime_ns != st.st_ctime_ns or st.st_mtime_ns % 1_000_000_000
+                or in_standard_library(path) or stat_shows_changes(st))
 
 
 def in_standard_library(path: str) -> bool:

@@ -7,6 +7,7 @@ Each process here is fresh (``run_python``): what one process stores, the next r
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pathlib
@@ -764,6 +765,27 @@ def test_a_damaged_fact_beside_its_digest_is_replaced_and_reported_only_when_ver
         _facts.use(None)
     [(_, (_, entry))] = stored(tmp_path / "store", "sources").items()
     assert entry == {"identity": "key", "functions": {"1:f": computed}}
+
+
+def test_facts_of_one_function_kept_in_turn_are_all_kept(tmp_path: pathlib.Path) -> None:
+    """A function's facts are learnt one by one (its digest, then the global names, then the
+    attribute chains, maybe by another thread): each keeps those of the same text kept before,
+    a fact of no known name is dropped, and another text's facts go."""
+    from gtcache import open_store
+
+    store, shard, digest, other = open_store(tmp_path / "store"), "ab" * 16, "2" * 32, "3" * 32
+    _facts.use(store)
+    try:
+        facts = _facts.active()
+        assert facts is not None
+        remember = functools.partial(facts.remember_source, shard, "/src/ops.py", "key", "1:f")
+        remember({"digest": digest, "globals": ["x"], "junk": 1})
+        remember({"digest": digest, "chains": {"m": [["a"]]}})
+        assert facts.source(shard, "/src/ops.py", "key", "1:f") == {"digest": digest, "globals": ["x"], "chains": {"m": [["a"]]}}
+        remember({"digest": other})
+        assert facts.source(shard, "/src/ops.py", "key", "1:f") == {"digest": other}
+    finally:
+        _facts.use(None)
 
 
 def test_an_edited_file_is_the_newest_in_its_shard_and_the_oldest_file_goes_first(tmp_path: pathlib.Path) -> None:

@@ -269,25 +269,25 @@ class Facts:
         A file's facts are kept by its name: those of an earlier version of it are dropped."""
         shard = self._shard(shard_key)
         key = shard_of(filename)
-        functions = _file_functions(shard.sources.get(key), file_key)
-        # A damaged entry (planted, or from a bug) is replaced like a missing one.
-        known = None if functions is None else _function_facts(functions.get(name))
-        if self.verify and known is not None:  # what reading gives against what is stored
-            for fact, computed in value.items():  # the digest, the global names, the chains
-                if fact in known and known[fact] != computed:
-                    self._report(f"the stored {_SOURCE_FACTS.get(fact, fact)} of a source text is {known[fact]!r},"
-                                 f" reading it gives {computed!r}")
-        if known is not None and known["digest"] == value.get("digest"):
-            value = {**known, **value}  # facts of the same text not computed yet stay (and are checked then)
-        if known == value:
-            return
-        with self._lock:  # threads keeping facts of one file add to what the other kept
+        with self._lock:  # threads keeping facts of one file add to what the others kept
             functions = _file_functions(shard.sources.get(key), file_key)
+            # A damaged entry (planted, or from a bug) is replaced like a missing one.
+            known = None if functions is None else _function_facts(functions.get(name))
+            differ = [] if known is None or not self.verify else [  # what reading gives against what is stored
+                (fact, known[fact], computed) for fact, computed in value.items() if fact in known and known[fact] != computed
+            ]
+            if known is not None and known["digest"] == value.get("digest"):  # the same text: its facts
+                value = {**{fact: known[fact] for fact in _SOURCE_FACTS if fact in known}, **value}  # not computed yet stay
+            if known == value:
+                return
             if functions is None:  # new, edited or damaged: its place is the newest (last out)
                 shard.sources.pop(key, None)
                 if len(shard.sources) >= _MAX_SOURCE_FILES_PER_SHARD:
                     shard.sources.pop(next(iter(shard.sources)))
             shard.sources[key] = {"identity": file_key, "functions": {**(functions or {}), name: value}}
+        for fact, stored, computed in differ:
+            self._report(f"the stored {_SOURCE_FACTS.get(fact, fact)} of a source text is {stored!r},"
+                         f" reading it gives {computed!r}")
         self._save(shard.name)
 
     def source_files(self) -> int:
@@ -573,9 +573,9 @@ def _str_map(value: Any) -> dict[str, str]:
 
 
 def _identity(path: str | None) -> list[int] | None:
-    """A file's device, inode, size, modification and change time; for a file whose times
-    would not show a change (``toolchain.stat_shows_changes``: an image's; not one of the
-    standard library), a digest of its bytes too (read each time)."""
+    """A file's device, inode, size, modification and change time; where these do not tell its
+    versions apart (``toolchain.stat_suffices``: an image's file), a digest of its bytes too
+    (read each time)."""
     if not path:
         return None
     try:
@@ -583,8 +583,7 @@ def _identity(path: str | None) -> list[int] | None:
     except OSError:
         return None
     identity = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-    if (identity[3] == identity[4] and not identity[3] % 1_000_000_000 and not toolchain.in_standard_library(path)
-            and not toolchain.stat_shows_changes(st)):
+    if not toolchain.stat_suffices(path, st):
         try:
             with open(path, "rb") as file:
                 identity.append(xxhash.xxh3_64_intdigest(file.read()))
