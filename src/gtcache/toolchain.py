@@ -48,10 +48,12 @@ __all__ = [
     "gpu_facts",
     "gpu_kind",
     "gpu_toolkit_facts",
+    "gt4py_sources",
     "in_standard_library",
     "ListedFolder",
     "listed_folders",
     "seed_folder_versions",
+    "SourceTree",
     "stat_shows_changes",
     "stat_suffices",
     "supported_archs",
@@ -83,8 +85,8 @@ def toolchain_facts(family: str) -> dict[str, Any]:
         "machine": platform.machine(),
         "system": sys.platform,
     }
-    if (sources := _gt4py_sources()) is not None:
-        facts["gt4py_sources"] = sources
+    if (sources := gt4py_sources()) is not None:
+        facts["gt4py_sources"] = sources.digest
     if family == "roundtrip":  # generated Python source: no compiler, no native libraries
         return facts
     if family in ("gtfn", "other"):
@@ -97,7 +99,18 @@ def toolchain_facts(family: str) -> dict[str, Any]:
     return facts
 
 
-def _gt4py_sources() -> str | None:
+class SourceTree(NamedTuple):
+    """What ``gt4py_sources`` found of a gt4py imported from a source tree."""
+
+    #: A digest of its files' names, sizes and modification times.
+    digest: str
+    #: The newest modification or change time of its files (ns): a file changed after the
+    #: process imported it may hold other code than the process runs.
+    changed_ns: int
+
+
+@functools.cache
+def gt4py_sources() -> SourceTree | None:
     """For a gt4py imported from a source tree (an editable install, a checkout on the path),
     a digest of its files' names, sizes and modification times: its version names a commit at
     best, and a GT4Py developer's uncommitted edit of the frontend or a code generator must
@@ -110,7 +123,7 @@ def _gt4py_sources() -> str | None:
     root = os.path.dirname(origin or "")
     if not root or os.path.basename(os.path.dirname(root)) in ("site-packages", "dist-packages"):
         return None
-    files = []
+    files, changed = [], 0
     for folder, folders, names in os.walk(root):
         folders[:] = sorted(name for name in folders if name != "__pycache__")
         for name in sorted(names):
@@ -118,10 +131,11 @@ def _gt4py_sources() -> str | None:
             with contextlib.suppress(OSError):
                 stat = os.stat(path)
                 files.append(f"{os.path.relpath(path, root)}:{stat.st_size}:{stat.st_mtime_ns}")
+                changed = max(changed, stat.st_mtime_ns, stat.st_ctime_ns)
                 if not stat_shows_changes(stat):  # a source tree on an image: its bytes
                     with open(path, "rb") as file:
                         files[-1] += f":{xxhash.xxh3_64_hexdigest(file.read())}"
-    return digest("\n".join(files))
+    return SourceTree(digest("\n".join(files)), changed)
 
 
 def current_facts() -> dict[str, Any]:

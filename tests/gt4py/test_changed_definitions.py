@@ -12,6 +12,7 @@ The roundtrip backend keeps compiles cheap (the keys do not depend on the backen
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 
 import pytest
@@ -112,3 +113,56 @@ def test_a_field_operator_called_directly_is_linked_as_a_program_is(tmp_path: pa
     ]
     assert [r["out"] for r in reports] == [expected(2.0, 0.0)] * 2
     assert [r["outcomes"] for r in reports] == [[["compiled", None]], [["hit", "direct"]]], reports
+
+
+#: Runs ``proj``'s program once; with ``edit``, first appends a comment to a file of the gt4py
+#: it imported (from a checkout, as a GT4Py developer's): an edit saved while the process runs.
+GT4PY_EDIT_SCRIPT = """
+import json, pathlib, sys, warnings
+import numpy as np
+import gt4py.next as gtx
+from proj import ops
+
+if sys.argv[1] == "edit":
+    path = pathlib.Path(gtx.__file__).parent / "program_processors" / "runners" / "roundtrip.py"
+    path.write_text(path.read_text() + "\\n# an edit\\n")
+a = gtx.as_field([ops.IDim], np.arange(8.0))
+out = gtx.as_field([ops.IDim], np.zeros(8))
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    ops.scale.with_backend(gtx.itir_python)(a, out=out, offset_provider={})
+from gtcache.gt4py import active_hook
+print("REPORT " + json.dumps({"out": out.asnumpy().tolist(), "outcomes": [o.status for o in active_hook().outcomes],
+                              "warnings": [str(w.message) for w in caught if "gtcache" in str(w.message)]}))
+"""
+
+
+def test_a_gt4py_checkout_edited_while_a_process_runs(tmp_path: pathlib.Path) -> None:
+    """The process runs the gt4py it imported; its files now hold other code. Keyed by the files
+    (``gt4py_sources``), what it builds would be stored, and served to the next process, as the
+    edited code's: it compiles without the cache (one warning), and the next process compiles
+    the edited code (before, it was served the first one's build)."""
+    import shutil
+    import time
+
+    import gt4py
+
+    checkout = tmp_path / "src"
+    shutil.copytree(pathlib.Path(gt4py.__file__).parent, checkout / "gt4py", ignore=shutil.ignore_patterns("__pycache__"))
+    store, project = tmp_path / "store", write_project(tmp_path / "p")
+    env = {"PYTHONPATH": f"{checkout}{os.pathsep}{pythonpath(project)}", "PYTHONDONTWRITEBYTECODE": "1",
+           "GTCACHE_DIR": str(store)}
+    time.sleep(0.1)  # the copy is not an edit made after the next process started
+
+    def run_once(change: str) -> dict:
+        out = run_python(GT4PY_EDIT_SCRIPT, change, env=env)
+        return json.loads(next(line for line in out.splitlines() if line.startswith("REPORT ")).removeprefix("REPORT "))  # type: ignore[no-any-return]
+
+    assert run_once("none")["outcomes"] == ["compiled"]  # the checkout as copied: cached
+    edited = run_once("edit")
+    assert edited["out"] == expected(2.0, 0.0)
+    assert edited["outcomes"] == ["bypassed"], edited
+    assert [w for w in edited["warnings"] if "gt4py's source files changed" in w] == edited["warnings"] != [], edited
+    after = [run_once("none") for _ in range(2)]
+    assert [r["outcomes"] for r in after] == [["compiled"], ["hit"]], after
+    assert [r["out"] for r in after] == [expected(2.0, 0.0)] * 2

@@ -47,6 +47,7 @@ deleted at any time, and a damaged one is ignored and rewritten.
 from __future__ import annotations
 
 import atexit
+import functools
 import linecache
 import math
 import os
@@ -67,7 +68,8 @@ from gtcache.keys import canonical_bytes, digest
 from gtcache.store import Store
 
 __all__ = [
-    "Facts", "active", "active_store", "backend_config", "content_key", "flush", "remember_versions", "shard_of", "source_file_key",
+    "Facts", "active", "active_store", "backend_config", "content_key", "flush", "process_started_ns", "remember_versions",
+    "shard_of", "source_file_key",
     "source_unchanged", "use",
 ]
 
@@ -113,6 +115,24 @@ _CLOCK_REALTIME_COARSE = 5  # Linux's; the time module does not name it
 #: ``_STARTED`` by the files' clock: a file stamped at or after it changed after the process
 #: started (or within the same tick before), so it may differ from what the process parsed.
 _STARTED_NS = _file_clock_ns()
+
+
+@functools.cache
+def process_started_ns() -> int:
+    """When this process started, by the files' clock: before anything it imported was read
+    (``_STARTED_NS`` is when gt4py had been imported). Linux: the start ``/proc/self/stat``
+    gives (clock ticks since boot), less two ticks; a process forked from one that imported
+    gt4py, the parent's import. Elsewhere ``_STARTED_NS`` less ``_TOO_RECENT``."""
+    try:
+        with open("/proc/self/stat", "rb") as file:
+            ticks = int(file.read().rpartition(b")")[2].split()[19])  # field 22, ``starttime``
+        per_second = os.sysconf("SC_CLK_TCK")
+        age_ns = time.clock_gettime_ns(time.CLOCK_BOOTTIME) - ticks * 1_000_000_000 // per_second
+        return min(_STARTED_NS, _file_clock_ns() - age_ns) - 2 * 1_000_000_000 // per_second
+    except (OSError, ValueError, IndexError, AttributeError):
+        return _STARTED_NS - int(_TOO_RECENT * 1e9)
+
+
 #: At most one write of the file per this many seconds (and one at the end: ``flush``).
 _SAVE_EVERY = 2.0
 #: Facts files of other environments (an older gtcache or gt4py, another venv) neither

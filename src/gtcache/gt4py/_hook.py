@@ -32,6 +32,7 @@ from gtcache.gt4py.ingredients import (
     backend_name,
     build_ingredients,
     direct_ingredients,
+    keying_problem,
     make_key,
 )
 from gtcache.store import Store, now_iso
@@ -259,6 +260,11 @@ class Hook:
         stores = self._stores()
         if not stores:
             return original(backend, definition_stage, cta)
+        if (problem := keying_problem()) is not None:
+            self.warn_once(problem)
+            self._record(Outcome(definition_stage.definition.__name__, backend_name(backend), "bypassed", None, 0.0,
+                                 detail=problem))
+            return original(backend, definition_stage, cta)
         definition = definition_stage.definition
         program = {"name": definition.__name__, "module": getattr(definition, "__module__", "") or ""}
         name = backend_name(backend)
@@ -365,6 +371,8 @@ class Hook:
                 raise GtcacheError("no store to plan against")
             if _compat.has_custom_compile(backend):
                 return self.unplannable(definition_stage, backend, "the backend has a custom compile")
+            if (problem := keying_problem()) is not None:
+                return self.unplannable(definition_stage, backend, problem)
         except Exception as error:
             return self.unplannable(definition_stage, backend, f"{type(error).__name__}: {error}")
         task = original(backend, definition_stage, cta)  # gt4py lowers here; nothing compiles

@@ -24,6 +24,7 @@ __all__ = [
     "DIRECT_KEY_KIND",
     "build_ingredients",
     "direct_ingredients",
+    "keying_problem",
     "make_key",
 ]
 
@@ -46,6 +47,17 @@ def direct_ingredients(backend: Any, definition_stage: Any, compile_time_args: A
         "definition_kind": type(definition_stage).__name__,
         **_shared_ingredients(backend, compile_time_args),
     }
+
+
+def keying_problem() -> str | None:
+    """Why this process can key no variant, or None: a gt4py imported from a source tree whose
+    files changed since the process started may run other code than they hold (a module
+    imported before an edit), so a key naming the files as they are would name what this
+    process did not build with; hits would load what it does not run (docs/keys.md)."""
+    tree = toolchain.gt4py_sources()
+    if tree is not None and tree.changed_ns >= _facts.process_started_ns():
+        return "gt4py's source files changed since this process started: it may run other code than they hold"
+    return None
 
 
 def backend_name(backend: Any) -> str:
