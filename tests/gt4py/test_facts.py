@@ -821,3 +821,16 @@ def test_an_edited_module_that_computes_facts_names_another_facts_file(module: s
     identity = _facts._identity
     monkeypatch.setattr(_facts, "_identity", lambda p: [0, 0, 0, 0, 0] if p == path else identity(p))
     assert _facts._environment() != before
+
+
+def test_the_facts_file_is_named_by_the_code_as_imported(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The identities in the facts file's name are taken when the modules are imported: a file
+    of them edited later holds code this process does not run, and must not name the facts its
+    code computes (a process then wrote them where the edited code's processes read)."""
+    import gtcache
+
+    store = gtcache.open_store(tmp_path / "store")
+    before = _facts.Facts(store).environment
+    monkeypatch.setattr(_facts, "_identity", lambda path: [0, 0, 0, 0, 0])  # every file edited since
+    assert _facts._environment() != before, "the files as they are now name another environment"
+    assert _facts.Facts(store).environment == before

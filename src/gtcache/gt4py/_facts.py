@@ -6,7 +6,7 @@ and the installed distributions' versions (one listing per ``sys.path`` folder).
 They live in ``facts/<environment>.json`` and its shards ``facts/<environment>-<xx>.json``
 (``Store.read_facts`` / ``write_facts``), where ``<environment>`` digests what could make
 them differ: the versions of gtcache, gt4py and Python, the interpreter, and the identity
-(size, modification time, inode) of the code that computes them (gt4py's
+(size, modification time, inode), as imported, of the code that computes them (gt4py's
 ``fingerprinting``, gtcache's ``_compat`` and this file). The main file holds the backend
 fingerprints and the versions; a program's definitions and sources are in the shard named
 by the first two hex digits of ``shard_of`` its source file, read when first needed.
@@ -215,7 +215,7 @@ class Facts:
         self.verify = verify
         self._warn = warn
         self._lock = threading.Lock()
-        self.environment = _environment()
+        self.environment = _ENVIRONMENT
         self.backends: dict[str, str] = {}
         #: Per ``sys.path`` folder's absolute name: its ``identity`` and the ``versions`` in it.
         self.folders: dict[str, dict[str, Any]] = {}
@@ -649,3 +649,8 @@ def _folders(value: Any) -> dict[str, dict[str, Any]]:
         and ((identity := entry.get("identity")) is None
              or (isinstance(identity, list) and len(identity) in (5, 6) and all(type(part) is int for part in identity)))
     }
+
+
+#: This environment's digest, taken as the modules are imported: the code that runs is the
+#: code as imported (a file of it edited later must not name the facts this code computes).
+_ENVIRONMENT = _environment()
