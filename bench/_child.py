@@ -270,6 +270,41 @@ def offsets(connectivities: int) -> None:
     print("RESULT " + json.dumps({"first_ms": times[0], "later_ms": statistics.median(times[1:])}))
 
 
+def caches(name: str, backend_name: str) -> None:
+    """The two serializations a lookup makes (the backend's and the definition's, as
+    ``content_bytes`` writes them) timed with the CPU's caches warm (the same call just made)
+    and flushed (64 MiB written just before, as a program's own work between two lookups
+    would): how much of a first hit's time is reading cold memory, not the work done."""
+    import statistics
+
+    from gtcache import examples
+    from gtcache.gt4py import _compat, definition
+
+    program, _ = program_and_provider(name)
+    backend = examples.backend_by_name(backend_name)
+    stage = program.definition_stage
+    steps = {
+        "backend": lambda: _compat.backend_digest(backend),
+        "definition": lambda: _compat.content_bytes(stage, definition._REDUCTIONS),  # noqa: SLF001
+    }
+    flush = bytearray(64 << 20)
+    ones = bytes(len(flush[::64]))
+    result = {}
+    for label, step in steps.items():
+        step()  # its first call reads the sources (no facts here) and plans each class
+        warm, cold = [], []
+        for _ in range(15):
+            flush[::64] = ones
+            start = time.perf_counter()
+            step()
+            cold.append((time.perf_counter() - start) * 1e3)
+            start = time.perf_counter()
+            step()
+            warm.append((time.perf_counter() - start) * 1e3)
+        result[label] = {"warm_ms": statistics.median(warm), "cold_ms": statistics.median(cold)}
+    print("RESULT " + json.dumps(result))
+
+
 if __name__ == "__main__":
     mode, *args = sys.argv[1:]
     if mode == "compile":
@@ -288,5 +323,7 @@ if __name__ == "__main__":
         count(*args)
     elif mode == "many":
         many(args[0], int(args[1]))
+    elif mode == "caches":
+        caches(*args)
     else:
         raise SystemExit(f"unknown mode {mode!r}")

@@ -197,6 +197,22 @@ def offset_types() -> dict[str, float]:
             "offsets_later_ms": statistics.median(r["later_ms"] for r in runs)}
 
 
+def cold_caches() -> dict[str, Any] | None:
+    """The serializations of the largest program's lookup with the CPU's caches warm and flushed
+    (``bench/_child.py caches``; gtfn, fresh processes, medians)."""
+    name = PROGRAMS[-1][0]
+    runs = [child("caches", name, "gtfn_cpu", env={}) for _ in range(5)]
+    return {"program": name, **{step: {kind: statistics.median(r[step][kind] for r in runs) for kind in ("warm_ms", "cold_ms")}
+                                for step in ("backend", "definition")}}
+
+
+def _cache_rows(caches: dict[str, Any] | None) -> list[str]:
+    if caches is None:
+        return []
+    return [f"| {caches['program']}'s {step} serialized (a lookup's, gtfn): CPU caches warm / flushed just before |"
+            f" {caches[step]['warm_ms']:.3f} / {caches[step]['cold_ms']:.3f} ms |" for step in ("backend", "definition")]
+
+
 def _later_rows(later: dict[str, Any] | None) -> list[str]:
     if later is None:
         return []
@@ -319,6 +335,7 @@ def render(rows: list[dict[str, Any]], start: dict[str, float], many: dict[str, 
         *_later_rows(many["later"]),
         f"| a key's connectivity types, {ICON_CONNECTIVITIES} connectivities (icon4py passes a grid's all): a process's first variant | {many['offsets_first_ms']:.2f} ms |",
         f"| the same, each later variant (described once per connectivity object) | {many['offsets_later_ms']:.3f} ms |",
+        *_cache_rows(many.get("caches")),
         "",
         "## Targets",
         "",
@@ -395,9 +412,28 @@ def render(rows: list[dict[str, Any]], start: dict[str, float], many: dict[str, 
         "of a first hit's own share is what it reads: the store's trust checks, the facts file,",
         "the definition's and the backend's serializations (one Python call per object), the",
         "entry's record and the payload's checksum.",
+        *_cache_prose(many.get("caches")),
         "",
     ]
     return "\n".join(lines)
+
+
+def _cache_prose(caches: dict[str, Any] | None) -> list[str]:
+    if caches is None:
+        return []
+    backend, definition = caches["backend"], caches["definition"]
+    return [
+        "",
+        "Much of it is not the work either, but reading memory the CPU has not cached. The same serialization",
+        f"of the backend takes {backend['warm_ms']:.3f} ms right after the same call and"
+        f" {backend['cold_ms']:.3f} ms after 64 MiB were written ({backend['cold_ms'] / backend['warm_ms']:.1f}x);",
+        f"{caches['program']}'s definition {definition['warm_ms']:.3f} / {definition['cold_ms']:.3f} ms"
+        f" ({definition['cold_ms'] / definition['warm_ms']:.1f}x; the rows above). A first hit, and a later program's, reads",
+        "objects nothing has touched since they were made (the backend, the operators, their",
+        "closures, gtcache's own code), as a lookup between two of a model's steps does: what",
+        "remains grows with the objects a key must read, and each is read because the key would",
+        "be wrong without it (docs/keys.md).",
+    ]
 
 
 def _span(values: Any) -> str:
@@ -528,6 +564,7 @@ def main() -> None:
         start = startup(store)
         many = warm_start_many(work, store)
         many["later"] = later_programs(store)
+        many["caches"] = cold_caches()
         print("measuring store operations at scale ...", flush=True)
         scale_rows = scale.main()
         facts_rows = scale.facts_main()
