@@ -63,8 +63,15 @@ __all__ = [
     "toolkit_version",
 ]
 
-#: Environment variables that change how gt4py's and dace's builds compile.
-_BUILD_ENV = ("CXX", "CC", "CXXFLAGS", "CFLAGS", "LDFLAGS", "CUDAARCHS", "NVCC_APPEND_FLAGS")
+#: Environment variables that change how gt4py's and dace's builds compile: the compilers and
+#: the flags CMake starts from, the GPU toolkit's, a CMake toolchain file (its text too:
+#: ``cmake_toolchain_file``), and the compilers' own search paths (gcc and clang rank ``CPATH``
+#: like ``-I``, ahead of the ``gridtools_cpp`` headers gt4py passes as ``-isystem``).
+_BUILD_ENV = (
+    "CXX", "CC", "CXXFLAGS", "CFLAGS", "LDFLAGS", "CUDAARCHS", "NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS",
+    "NVCC_CCBIN", "CUDAFLAGS", "HIPFLAGS", "CUDAHOSTCXX", "CMAKE_TOOLCHAIN_FILE",
+    "CPATH", "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH", "LIBRARY_PATH", "COMPILER_PATH", "GCC_EXEC_PREFIX",
+)
 
 
 def backend_family(backend_name: str) -> str:
@@ -96,7 +103,18 @@ def toolchain_facts(family: str) -> dict[str, Any]:
         facts["dace"] = _version("dace")
     facts["cxx"] = _compiler_identity()
     facts["build_env"] = {name: os.environ[name] for name in _BUILD_ENV if name in os.environ}
+    if toolchain_file := os.environ.get("CMAKE_TOOLCHAIN_FILE"):
+        facts["cmake_toolchain_file"] = _file_digest(toolchain_file)
     return facts
+
+
+def _file_digest(path: str) -> str | None:
+    """A digest of a file's bytes (None: it cannot be read)."""
+    try:
+        with open(path, "rb") as file:
+            return xxhash.xxh3_128_hexdigest(file.read())
+    except OSError:
+        return None
 
 
 class SourceTree(NamedTuple):

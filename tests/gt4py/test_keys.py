@@ -715,3 +715,66 @@ def test_a_file_whose_change_time_alone_moved_is_unchanged_while_its_text_is(
     assert os.stat(source).st_mtime_ns < _facts._STARTED_NS
     assert _facts.changed_since_start(str(source))
     linecache.checkcache(str(source))
+
+
+BUILD_FACTS = """
+import json
+from gtcache import toolchain
+facts = toolchain.toolchain_facts("gtfn")
+print(json.dumps({"build_env": facts["build_env"], "cmake_toolchain_file": facts.get("cmake_toolchain_file")}))
+"""
+
+
+def test_settings_a_build_reads_from_the_environment_are_keyed(tmp_path: pathlib.Path) -> None:
+    """CMake reads a toolchain file (``CMAKE_TOOLCHAIN_FILE``: its flags), gcc and clang a
+    ``CPATH`` (ranked like ``-I``, ahead of the gridtools headers gt4py passes as
+    ``-isystem``: an HPC module's GridTools replaces the pip one's): each changed the .so
+    while a process with it was served another's (a helper's audit); a toolchain file edited
+    under the same name too."""
+    def facts(**env: str) -> dict:
+        unset = "".join(f"os.environ.pop({n!r}, None)\n" for n in ("CMAKE_TOOLCHAIN_FILE", "CPATH") if n not in env)
+        return json.loads(run_python("import os\n" + unset + BUILD_FACTS, env=env).splitlines()[-1])  # type: ignore[no-any-return]
+
+    toolchain_file = tmp_path / "toolchain.cmake"
+    toolchain_file.write_text('set(CMAKE_CXX_FLAGS_INIT "-O0")\n')
+    base = facts()
+    with_cpath = facts(CPATH=str(tmp_path / "include"))
+    with_file = facts(CMAKE_TOOLCHAIN_FILE=str(toolchain_file))
+    toolchain_file.write_text('set(CMAKE_CXX_FLAGS_INIT "-O1")\n')
+    edited = facts(CMAKE_TOOLCHAIN_FILE=str(toolchain_file))
+    assert with_cpath["build_env"]["CPATH"] == str(tmp_path / "include")
+    assert with_file["build_env"]["CMAKE_TOOLCHAIN_FILE"] == str(toolchain_file)
+    assert len({json.dumps(f, sort_keys=True) for f in (base, with_cpath, with_file, edited)}) == 4
+    assert edited["build_env"] == with_file["build_env"]  # the same name: its text tells them apart
+
+
+DEBUG_SCRIPT = """
+import json, sys
+import numpy as np
+import gt4py.next as gtx
+from proj import ops
+
+a = gtx.as_field([ops.IDim], np.arange(8.0))
+out = gtx.as_field([ops.IDim], np.zeros(8))
+ops.scale.with_backend(gtx.itir_python)(a, out=out, offset_provider={})
+from gtcache.gt4py import active_hook
+print("REPORT " + json.dumps([o.status for o in active_hook().outcomes]))
+"""
+
+
+@pytest.mark.slow
+def test_gt4py_debug_is_keyed_for_the_roundtrip_backend(tmp_path: pathlib.Path) -> None:
+    """The roundtrip executor reads gt4py's DEBUG when it runs and keeps it in its artifact (a
+    debug one runs from a temporary file, for tracebacks and debuggers): a process with
+    ``GT4PY_DEBUG=1`` was served one made without (a helper's audit)."""
+    from tests.helpers import pythonpath, write_project
+
+    store, project = tmp_path / "store", write_project(tmp_path / "p")
+
+    def outcomes(debug: str) -> list[str]:
+        env = {"PYTHONPATH": pythonpath(project), "PYTHONDONTWRITEBYTECODE": "1", "GTCACHE_DIR": str(store),
+               "GT4PY_DEBUG": debug}
+        out = run_python(DEBUG_SCRIPT, env=env)
+        return json.loads(next(line for line in out.splitlines() if line.startswith("REPORT ")).removeprefix("REPORT "))  # type: ignore[no-any-return]
+
+    assert [outcomes("0"), outcomes("1"), outcomes("1"), outcomes("0")] == [["compiled"], ["compiled"], ["hit"], ["hit"]]

@@ -59,6 +59,7 @@ __all__ = [
     "artifact_class",
     "backend",
     "backend_digest",
+    "debug_flag",
     "backend_fingerprint",
     "gtfn_backend",
     "backend_short_name",
@@ -373,6 +374,13 @@ _PLAIN_DATA_CLASS = frozenset({
     *(cls for cls in (getattr(enum, "StrEnum", None), getattr(getattr(fingerprinting, "eve_utils", None), "Namespace", None),
                       getattr(getattr(fingerprinting, "mock", None), "Mock", None)) if isinstance(cls, type)),
 })
+
+
+def debug_flag() -> bool:
+    """gt4py's ``DEBUG`` setting now (``GT4PY_DEBUG``, or set in the running program): the
+    roundtrip executor, whose own ``debug`` is None, reads it when it runs and keeps it in its
+    artifact (a debug artifact is loaded from a temporary file, for tracebacks and debuggers)."""
+    return bool(config.DEBUG)
 
 
 def has_custom_compile(backend: Any) -> bool:

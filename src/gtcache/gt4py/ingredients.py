@@ -87,6 +87,8 @@ def _shared_ingredients(backend: Any, args: Any) -> dict[str, Any]:
         "device": {"type": device, "arch": arch},
         **{f"toolchain.{key}": value for key, value in facts.items()},
     }
+    if family == "roundtrip":  # its executor puts gt4py's DEBUG, read when it runs, in the artifact
+        ingredients["debug"] = _compat.debug_flag()
     if family in ("dace", "other") or "-march=native" in str(facts.get("build_env")):
         # dace builds with -march=native by default: its code is for this CPU only.
         ingredients["cpu_features"] = toolchain.cpu_features()
