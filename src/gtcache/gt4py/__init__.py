@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gtcache.gt4py._compat import scalar_parameters
+from gtcache.gt4py._compat import planning_backend, scalar_parameters
 from gtcache.gt4py._loading import LoadedArtifact, load_entry, publish_artifact
 from gtcache.gt4py._hook import HitVia, OutcomeStatus
 from gtcache.gt4py.hook import (
@@ -90,6 +90,8 @@ def _through_store(
     store: Store, program: Any, backend: Any, offset_provider: Mapping[str, Any] | None,
     static_args: Mapping[str, Sequence[Any]] | None, settings: Settings | None, *, plan_only: bool,
 ) -> tuple[Any, list[Outcome]]:
+    if plan_only:  # the backend's load must take a planned variant's placeholder
+        backend = planning_backend(backend if backend is not None else program.backend)
     bound = program.with_backend(backend) if backend is not None else program
     static = {name: list(values) for name, values in (static_args or {}).items()}
     with serving(store, plan_only=plan_only, settings=settings) as hook, warnings.catch_warnings():

@@ -60,6 +60,7 @@ __all__ = [
     "backend",
     "backend_digest",
     "debug_flag",
+    "planning_backend",
     "backend_fingerprint",
     "gtfn_backend",
     "backend_short_name",
@@ -381,6 +382,28 @@ def debug_flag() -> bool:
     roundtrip executor, whose own ``debug`` is None, reads it when it runs and keeps it in its
     artifact (a debug artifact is loaded from a temporary file, for tracebacks and debuggers)."""
     return bool(config.DEBUG)
+
+
+def planning_backend(backend: Any) -> Any:
+    """``backend`` for planning (``plan_variants``): the same fields, with gt4py's base
+    ``load_artifact`` (``artifact.load()``), which takes the placeholder a planned variant
+    leaves in gt4py's pool: gt4py 1.2.3's dace backend refuses a program that is not dace's
+    (an ``AssertionError``: planning a dace variant failed). Its keys are the backend's: the
+    same name, executor, transforms and allocator, and ``compile`` (custom or not)."""
+    cls = type(backend)
+    if getattr(cls, "load_artifact", None) is gtx_backend.Backend.load_artifact or not hasattr(backend, "__dict__"):
+        return backend
+    planning_class = _PLANNING_CLASSES.get(cls)
+    if planning_class is None:
+        planning_class = _PLANNING_CLASSES[cls] = type(cls.__name__, (cls,), {
+            "load_artifact": gtx_backend.Backend.load_artifact, "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+        })
+    planning: Any = object.__new__(planning_class)
+    planning.__dict__.update(backend.__dict__)
+    return planning
+
+
+_PLANNING_CLASSES: dict[type, type] = {}
 
 
 def has_custom_compile(backend: Any) -> bool:
