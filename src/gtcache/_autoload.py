@@ -31,6 +31,11 @@ _TARGET = "gt4py.next"
 _ADAPTER = "gtcache.gt4py"
 #: An install waits for ``gtcache.gt4py`` to finish importing.
 _pending = False
+#: When this process first looked a gt4py module up (ns since the epoch, less a tick of the
+#: clock that stamps files; None: not seen, gt4py was imported before the finder was armed):
+#: no file of gt4py, nor of a DSL module gt4py parsed, was read before. A file changed since
+#: may hold another text than the process runs (``gtcache.gt4py._facts``).
+gt4py_first_seen_ns: int | None = None
 
 
 def _install() -> None:
@@ -71,6 +76,8 @@ class _PostImport:
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
         if fullname != _TARGET:
+            if fullname == "gt4py":
+                _first_seen()
             return None
         sys.meta_path.remove(self)
         spec = _find_spec(fullname, path, target)
@@ -84,6 +91,14 @@ class _PostImport:
 
         spec.loader.exec_module = exec_then_install
         return spec
+
+
+def _first_seen() -> None:
+    global gt4py_first_seen_ns
+    if gt4py_first_seen_ns is None:
+        import time
+
+        gt4py_first_seen_ns = time.time_ns() - 10_000_000  # a file's time may lag by a tick
 
 
 def _find_spec(fullname: str, path: Any, target: Any) -> Any:

@@ -122,9 +122,11 @@ class SourceTree(NamedTuple):
 
     #: A digest of its files' names, sizes and modification times.
     digest: str
-    #: The newest modification or change time of its files (ns): a file changed after the
-    #: process imported it may hold other code than the process runs.
+    #: The newest change time of its files (ns; any write sets it to the time of the write,
+    #: whatever the modification time says) and that file: one changed after the process
+    #: imported gt4py may hold other code than the process runs.
     changed_ns: int
+    changed_file: str
 
 
 @functools.cache
@@ -141,7 +143,7 @@ def gt4py_sources() -> SourceTree | None:
     root = os.path.dirname(origin or "")
     if not root or os.path.basename(os.path.dirname(root)) in ("site-packages", "dist-packages"):
         return None
-    files, changed = [], 0
+    files, changed, changed_file = [], 0, ""
     for folder, folders, names in os.walk(root):
         folders[:] = sorted(name for name in folders if name != "__pycache__")
         for name in sorted(names):
@@ -149,11 +151,12 @@ def gt4py_sources() -> SourceTree | None:
             with contextlib.suppress(OSError):
                 stat = os.stat(path)
                 files.append(f"{os.path.relpath(path, root)}:{stat.st_size}:{stat.st_mtime_ns}")
-                changed = max(changed, stat.st_mtime_ns, stat.st_ctime_ns)
+                if stat.st_ctime_ns > changed:
+                    changed, changed_file = stat.st_ctime_ns, path
                 if not stat_shows_changes(stat):  # a source tree on an image: its bytes
                     with open(path, "rb") as file:
                         files[-1] += f":{xxhash.xxh3_64_hexdigest(file.read())}"
-    return SourceTree(digest("\n".join(files)), changed)
+    return SourceTree(digest("\n".join(files)), changed, changed_file)
 
 
 def current_facts() -> dict[str, Any]:

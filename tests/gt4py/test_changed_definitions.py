@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import time
 
 import pytest
 
@@ -115,35 +116,52 @@ def test_a_field_operator_called_directly_is_linked_as_a_program_is(tmp_path: pa
     assert [r["outcomes"] for r in reports] == [[["compiled", None]], [["hit", "direct"]]], reports
 
 
-#: Runs ``proj``'s program once; with ``edit``, first appends a comment to a file of the gt4py
-#: it imported (from a checkout, as a GT4Py developer's): an edit saved while the process runs.
+#: Runs ``proj``'s program once and reports; ``edit`` first appends a comment to a file of the
+#: gt4py it imported (from a checkout, as a GT4Py developer's): an edit saved while the process
+#: runs; ``edit-fork`` the same, then runs the program in a forked child (which runs what the
+#: parent imported).
 GT4PY_EDIT_SCRIPT = """
-import json, pathlib, sys, warnings
+import json, multiprocessing, pathlib, sys, warnings
 import numpy as np
 import gt4py.next as gtx
 from proj import ops
 
-if sys.argv[1] == "edit":
+def call():
+    a = gtx.as_field([ops.IDim], np.arange(8.0))
+    out = gtx.as_field([ops.IDim], np.zeros(8))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ops.scale.with_backend(gtx.itir_python)(a, out=out, offset_provider={})
+    from gtcache.gt4py import active_hook
+    return {"out": out.asnumpy().tolist(), "outcomes": [o.status for o in active_hook().outcomes],
+            "warnings": [str(w.message) for w in caught if "gtcache" in str(w.message)]}
+
+if sys.argv[1].startswith("edit"):
     path = pathlib.Path(gtx.__file__).parent / "program_processors" / "runners" / "roundtrip.py"
     path.write_text(path.read_text() + "\\n# an edit\\n")
-a = gtx.as_field([ops.IDim], np.arange(8.0))
-out = gtx.as_field([ops.IDim], np.zeros(8))
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    ops.scale.with_backend(gtx.itir_python)(a, out=out, offset_provider={})
-from gtcache.gt4py import active_hook
-print("REPORT " + json.dumps({"out": out.asnumpy().tolist(), "outcomes": [o.status for o in active_hook().outcomes],
-                              "warnings": [str(w.message) for w in caught if "gtcache" in str(w.message)]}))
+if sys.argv[1] == "edit-fork":
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=lambda: queue.put(call()))
+    child.start()
+    report = queue.get(timeout=600)
+    child.join()
+else:
+    report = call()
+print("REPORT " + json.dumps(report))
 """
 
 
-def test_a_gt4py_checkout_edited_while_a_process_runs(tmp_path: pathlib.Path) -> None:
+@pytest.mark.parametrize("edit", ["edit", "edit-fork"])
+def test_a_gt4py_checkout_edited_while_a_process_runs(tmp_path: pathlib.Path, edit: str) -> None:
     """The process runs the gt4py it imported; its files now hold other code. Keyed by the files
     (``gt4py_sources``), what it builds would be stored, and served to the next process, as the
     edited code's: it compiles without the cache (one warning), and the next process compiles
-    the edited code (before, it was served the first one's build)."""
+    the edited code (before, it was served the first one's build). A forked child runs what its
+    parent imported: the same (it was missed when the child counted from its own start). A
+    checkout written just before a process starts (``git checkout x && python``) is what the
+    process imports: cached (it was not, when the start was taken less a margin)."""
     import shutil
-    import time
 
     import gt4py
 
@@ -152,17 +170,54 @@ def test_a_gt4py_checkout_edited_while_a_process_runs(tmp_path: pathlib.Path) ->
     store, project = tmp_path / "store", write_project(tmp_path / "p")
     env = {"PYTHONPATH": f"{checkout}{os.pathsep}{pythonpath(project)}", "PYTHONDONTWRITEBYTECODE": "1",
            "GTCACHE_DIR": str(store)}
-    time.sleep(0.1)  # the copy is not an edit made after the next process started
 
     def run_once(change: str) -> dict:
         out = run_python(GT4PY_EDIT_SCRIPT, change, env=env)
         return json.loads(next(line for line in out.splitlines() if line.startswith("REPORT ")).removeprefix("REPORT "))  # type: ignore[no-any-return]
 
-    assert run_once("none")["outcomes"] == ["compiled"]  # the checkout as copied: cached
-    edited = run_once("edit")
+    (checkout / "gt4py" / "__init__.py").touch()  # right before the process: not an edit it missed
+    assert run_once("none")["outcomes"] == ["compiled"]
+    edited = run_once(edit)
     assert edited["out"] == expected(2.0, 0.0)
     assert edited["outcomes"] == ["bypassed"], edited
-    assert [w for w in edited["warnings"] if "gt4py's source files changed" in w] == edited["warnings"] != [], edited
+    assert len(edited["warnings"]) == 1 and "roundtrip.py' changed since this process imported gt4py" in edited["warnings"][0]
     after = [run_once("none") for _ in range(2)]
     assert [r["outcomes"] for r in after] == [["compiled"], ["hit"]], after
     assert [r["out"] for r in after] == [expected(2.0, 0.0)] * 2
+
+
+#: Imports ``proj``, edits its operator, and only then installs gtcache (no start-up hook:
+#: ``GTCACHE_DIR`` unset), as a notebook or a script that calls ``gtcache.install`` late does.
+LATE_INSTALL_SCRIPT = """
+import json, pathlib, sys
+import numpy as np
+import gt4py.next as gtx
+from proj import ops, prog
+
+path = pathlib.Path(ops.__file__)
+path.write_text(path.read_text().replace("return PHYS.FACTOR * a", "return PHYS.FACTOR * -a"))
+import gtcache.gt4py
+hook = gtcache.gt4py.install(sys.argv[1])
+a = gtx.as_field([ops.IDim], np.arange(8.0))
+out = gtx.as_field([ops.IDim], np.zeros(8))
+prog.shift_scale.with_backend(gtx.itir_python)(a, out, offset_provider={})
+print("REPORT " + json.dumps({"out": out.asnumpy().tolist(), "outcomes": [(o.status, o.via) for o in hook.outcomes]}))
+"""
+
+
+def test_a_definition_edited_before_a_late_install(tmp_path: pathlib.Path) -> None:
+    """gt4py parsed the operator when it was imported; its file was edited before gtcache was
+    installed. The direct key reads the file's new text, which a process running that text has
+    linked: served that build, this process ran what gt4py alone would not (the edit counted
+    only from the install's time, not from when the process could have read the file)."""
+    store = tmp_path / "store"
+    edited = write_project(tmp_path / "edited", scale_body="PHYS.FACTOR * -a")
+    linked = [run(edited, store, "none") for _ in range(2)]
+    assert [r["outcomes"] for r in linked] == [[["compiled", None]], [["hit", "direct"]]], linked
+    project = write_project(tmp_path / "p")
+    time.sleep(0.05)  # the project is written before the process starts
+    env = {"PYTHONPATH": pythonpath(project), "PYTHONDONTWRITEBYTECODE": "1"}
+    out = run_python(LATE_INSTALL_SCRIPT, str(store), env={**env, "GTCACHE_DIR": ""})
+    late = json.loads(next(line for line in out.splitlines() if line.startswith("REPORT ")).removeprefix("REPORT "))
+    assert late["out"] == expected(2.0, 1.0), "what gt4py parsed when the operator was imported"
+    assert late["outcomes"] == [["compiled", None]], late

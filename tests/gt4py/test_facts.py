@@ -313,6 +313,7 @@ def test_a_stored_definition_fingerprint_is_used_only_for_the_same_content(tmp_p
 
     def fingerprint(factor: float) -> dict:
         (code / "ops_for_facts.py").write_text(OPS.format(factor=factor))
+        time.sleep(0.05)  # written before the process starts (no start-up hook: its start, less two ticks, counts)
         out = run_python(DEFINITION, str(store), str(code))
         return json.loads(next(line for line in out.splitlines() if line.startswith("RESULT ")).removeprefix("RESULT "))  # type: ignore[no-any-return]
 
@@ -834,3 +835,18 @@ def test_the_facts_file_is_named_by_the_code_as_imported(tmp_path: pathlib.Path,
     monkeypatch.setattr(_facts, "_identity", lambda path: [0, 0, 0, 0, 0])  # every file edited since
     assert _facts._environment() != before, "the files as they are now name another environment"
     assert _facts.Facts(store).environment == before
+
+
+def test_a_whole_second_time_counts_from_the_start_s_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file system that keeps whole seconds (Lustre, GPFS, ext4 with 128-byte inodes) stamps a
+    file written after the moment the process could first have read it (``_SINCE_NS``) with
+    that second, truncated, so earlier than the moment: such a time counts from its second on
+    (an edit there was missed: a helper reproduced it on ext4 -I 128 in 2 of 3 tries); a
+    finer time from the moment itself."""
+    start = 1_700_000_000_400_000_000  # 0.4 s into a second
+    monkeypatch.setattr(_facts, "_SINCE_NS", start)
+    assert _facts.changed_since_start_at(1_700_000_000_000_000_000), "written in the start's second"
+    assert _facts.changed_since_start_at(1_700_000_001_000_000_000)
+    assert not _facts.changed_since_start_at(1_699_999_999_000_000_000), "the second before"
+    assert not _facts.changed_since_start_at(start - 1), "a finer time just before"
+    assert _facts.changed_since_start_at(start)

@@ -463,7 +463,7 @@ def sources_before_start(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
     the start gives no direct key: ``_facts.changed_since_start``)."""
     from gtcache.gt4py import _facts
 
-    return lambda: monkeypatch.setattr(_facts, "_STARTED_NS", time.time_ns() + 1)
+    return lambda: monkeypatch.setattr(_facts, "_SINCE_NS", time.time_ns() + 1)
 
 
 def load_operator(tmp_path: pathlib.Path, name: str, *, fast: float = 2.0, padding: int = 0) -> Any:
@@ -705,14 +705,14 @@ def test_a_file_whose_change_time_alone_moved_is_unchanged_while_its_text_is(
     assert not _facts.changed_since_start(str(source))
     time.sleep(0.05)  # past the start by the files' (coarse) clock
     os.link(source, tmp_path / "another-venv-link.py")
-    assert os.stat(source).st_ctime_ns >= _facts._STARTED_NS
+    assert os.stat(source).st_ctime_ns >= _facts._SINCE_NS
     assert not _facts.changed_since_start(str(source))
     backup = tmp_path / "backup.py"
     backup.write_text("A = 2.0\n")  # the same size
     shutil.copystat(source, backup)
     shutil.copyfile(backup, source)
     shutil.copystat(backup, source)  # cp -p: the old modification time, another text
-    assert os.stat(source).st_mtime_ns < _facts._STARTED_NS
+    assert os.stat(source).st_mtime_ns < _facts._SINCE_NS
     assert _facts.changed_since_start(str(source))
     linecache.checkcache(str(source))
 

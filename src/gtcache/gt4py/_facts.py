@@ -47,7 +47,6 @@ deleted at any time, and a damaged one is ignored and rewritten.
 from __future__ import annotations
 
 import atexit
-import functools
 import linecache
 import math
 import os
@@ -68,7 +67,7 @@ from gtcache.keys import canonical_bytes, digest
 from gtcache.store import Store
 
 __all__ = [
-    "Facts", "active", "active_store", "backend_config", "content_key", "flush", "process_started_ns", "remember_versions",
+    "Facts", "active", "active_store", "backend_config", "content_key", "changed_since_start_at", "flush", "remember_versions",
     "shard_of", "source_file_key",
     "source_unchanged", "use",
 ]
@@ -117,12 +116,15 @@ _CLOCK_REALTIME_COARSE = 5  # Linux's; the time module does not name it
 _STARTED_NS = _file_clock_ns()
 
 
-@functools.cache
-def process_started_ns() -> int:
-    """When this process started, by the files' clock: before anything it imported was read
-    (``_STARTED_NS`` is when gt4py had been imported). Linux: the start ``/proc/self/stat``
-    gives (clock ticks since boot), less two ticks; a process forked from one that imported
-    gt4py, the parent's import. Elsewhere ``_STARTED_NS`` less ``_TOO_RECENT``."""
+def _since_ns() -> int:
+    """The moment a file changed at or after may hold another text than this process read of
+    it (ns, by the files' clock): when it first looked gt4py up (``gtcache._autoload``'s
+    finder, armed at start-up: no file of gt4py, nor of a DSL module gt4py parsed, was read
+    before); without the start-up hook, when the process started (``/proc/self/stat``: clock
+    ticks since boot), less two ticks; elsewhere ``_TOO_RECENT`` before the hook's install."""
+    seen = getattr(sys.modules.get("gtcache._autoload"), "gt4py_first_seen_ns", None)
+    if isinstance(seen, int):
+        return min(seen, _STARTED_NS)
     try:
         with open("/proc/self/stat", "rb") as file:
             ticks = int(file.read().rpartition(b")")[2].split()[19])  # field 22, ``starttime``
@@ -131,6 +133,18 @@ def process_started_ns() -> int:
         return min(_STARTED_NS, _file_clock_ns() - age_ns) - 2 * 1_000_000_000 // per_second
     except (OSError, ValueError, IndexError, AttributeError):
         return _STARTED_NS - int(_TOO_RECENT * 1e9)
+
+
+#: ``_since_ns``, taken at import: a forked process runs what its parent imported, and
+#: inherits this.
+_SINCE_NS = _since_ns()
+
+
+def changed_since_start_at(time_ns: int) -> bool:
+    """Whether a file's modification or change time (ns) is at or after ``_SINCE_NS``; a time in
+    whole seconds (a file system that keeps no finer one: Lustre, GPFS, ext4 with small inodes)
+    from the second of ``_SINCE_NS`` on."""
+    return time_ns >= (_SINCE_NS - _SINCE_NS % 1_000_000_000 if time_ns % 1_000_000_000 == 0 else _SINCE_NS)
 
 
 #: At most one write of the file per this many seconds (and one at the end: ``flush``).
@@ -522,9 +536,9 @@ def changed_since_start(filename: str) -> bool:
         st = os.stat(filename)
     except OSError:
         return True
-    if st.st_mtime_ns >= _STARTED_NS:
+    if changed_since_start_at(st.st_mtime_ns):
         return True
-    return st.st_ctime_ns >= _STARTED_NS and not _same_text(filename, st, kept)
+    return changed_since_start_at(st.st_ctime_ns) and not _same_text(filename, st, kept)
 
 
 def _same_text(filename: str, st: os.stat_result, kept: Any) -> bool:

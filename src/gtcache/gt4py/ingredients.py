@@ -55,8 +55,9 @@ def keying_problem() -> str | None:
     imported before an edit), so a key naming the files as they are would name what this
     process did not build with; hits would load what it does not run (docs/keys.md)."""
     tree = toolchain.gt4py_sources()
-    if tree is not None and tree.changed_ns >= _facts.process_started_ns():
-        return "gt4py's source files changed since this process started: it may run other code than they hold"
+    if tree is not None and _facts.changed_since_start_at(tree.changed_ns):
+        return (f"gt4py's source file '{tree.changed_file}' changed since this process imported gt4py:"
+                " it may run other code than the files hold")
     return None
 
 
