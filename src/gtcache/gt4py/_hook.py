@@ -260,15 +260,14 @@ class Hook:
         stores = self._stores()
         if not stores:
             return original(backend, definition_stage, cta)
-        if (problem := keying_problem()) is not None:
-            self.warn_once(problem)
-            self._record(Outcome(definition_stage.definition.__name__, backend_name(backend), "bypassed", None, 0.0,
-                                 detail=problem))
-            return original(backend, definition_stage, cta)
         definition = definition_stage.definition
         program = {"name": definition.__name__, "module": getattr(definition, "__module__", "") or ""}
         name = backend_name(backend)
         spec = _variant_spec(program, backend, cta)
+        if (problem := keying_problem()) is not None:  # (a later run may warm it: ``spec``)
+            self.warn_once(problem)
+            self._record(Outcome(program["name"], name, "bypassed", None, 0.0, detail=problem, spec=spec))
+            return original(backend, definition_stage, cta)
         if _compat.has_custom_compile(backend):  # opaque: gt4py's business alone
             self._record(Outcome(program["name"], name, "bypassed", None, 0.0, detail="custom compile"))
             return original(backend, definition_stage, cta)
