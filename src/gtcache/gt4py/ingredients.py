@@ -50,10 +50,11 @@ def direct_ingredients(backend: Any, definition_stage: Any, compile_time_args: A
 
 
 def keying_problem() -> str | None:
-    """Why this process can key no variant, or None: a gt4py imported from a source tree whose
-    files changed since the process started may run other code than they hold (a module
-    imported before an edit), so a key naming the files as they are would name what this
-    process did not build with; hits would load what it does not run (docs/keys.md)."""
+    """Why this process can key no variant, or None: a gt4py imported from a source tree with a
+    file changed since the process could first have read one (``_facts.changed_since_start_at``)
+    may run other code than the files hold (a module imported before the edit), so a key naming
+    the files as they are would name what this process did not build with, and hits would load
+    what it does not run (docs/keys.md)."""
     tree = toolchain.gt4py_sources()
     if tree is not None and _facts.changed_since_start_at(tree.changed_ns):
         return (f"gt4py's source file '{tree.changed_file}' changed since this process imported gt4py:"
