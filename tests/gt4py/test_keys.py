@@ -547,6 +547,122 @@ def test_a_rebound_closure_variable_changes_the_fingerprint_in_the_same_process(
 
 
 
+#: What gt4py's frontend folds into a field operator that is neither its text nor a closure
+#: variable's own value: one module per value (``{value}``), the same text otherwise.
+FOLDED_SOURCES = {
+    # A class attribute of a FrozenNamespace subclass (icon4py's constants namespaces).
+    "namespace class attribute": ("2.0", "5.0", """
+from gt4py.eve.utils import FrozenNamespace
+class Phys(FrozenNamespace):
+    FACTOR = {value}
+PHYS = Phys()
+OP_BODY = "a * PHYS.FACTOR"
+"""),
+    # An enum class's constant that is not a member.
+    "enum nonmember": ("2.0", "5.0", """
+import enum
+class PHYS(enum.Enum):
+    FACTOR = enum.nonmember({value})
+OP_BODY = "a * PHYS.FACTOR"
+"""),
+    # The same namespace reached through a module.
+    "module's namespace": ("2.0", "5.0", """
+import types
+from gt4py.eve.utils import FrozenNamespace
+class Phys(FrozenNamespace):
+    FACTOR = {value}
+consts = types.ModuleType("consts")
+consts.PHYS = Phys()
+OP_BODY = "a * consts.PHYS.FACTOR"
+"""),
+    # A name only annotations use, their texts kept (``from __future__ import annotations``).
+    "annotation-only name": ("VERTICAL", "HORIZONTAL", """
+K = gtx.Dimension("K", kind=gtx.DimensionKind.{value})
+OP_BODY = "a + 1.0"
+"""),
+}
+
+FOLDED_OPERATOR = '''from __future__ import annotations
+import gt4py.next as gtx
+from gt4py.next import Dims, Field, float64
+IDim = gtx.Dimension("IDim")
+K = gtx.Dimension("K")
+{prelude}
+
+@gtx.field_operator
+def op(a: Field[Dims[IDim, K], float64]) -> Field[Dims[IDim, K], float64]:
+    return {body}
+'''
+
+
+@pytest.mark.parametrize("case", list(FOLDED_SOURCES))
+def test_what_gt4py_folds_into_an_operator_is_in_its_fingerprint(
+    tmp_path: pathlib.Path, case: str, sources_before_start: Callable[[], None]
+) -> None:
+    """Two modules of the same text but for a value gt4py reads through an attribute or an
+    annotation: a stale hit before (the value's namespace, enum or name was keyed, not what
+    gt4py's ``getattr`` or ``typing.get_type_hints`` finds)."""
+    from gtcache.gt4py import definition
+
+    name = "folded_" + "".join(c if c.isalnum() else "_" for c in case)
+    stages = []
+    for value in FOLDED_SOURCES[case][:2]:  # the module edited: its classes keep their names
+        prelude = textwrap.dedent(FOLDED_SOURCES[case][2].format(value=value))
+        body = prelude.rsplit("OP_BODY = ", 1)[1].strip().strip('"')
+        (tmp_path / f"{name}.py").write_text(FOLDED_OPERATOR.format(prelude=prelude, body=body))
+        sys.modules.pop(name, None)
+        sys.path.insert(0, str(tmp_path))
+        try:
+            stages.append(__import__(name).op.definition_stage)
+        finally:
+            sys.path.remove(str(tmp_path))
+            sys.modules.pop(name, None)
+    sources_before_start()
+    first, second = (definition_fingerprint(stage) for stage in stages)
+    assert first != second
+    assert [first, second] == [str(definition._fingerprinter(stage)) for stage in stages]  # both ways agree
+    assert definition_fingerprint(stages[0]) == first
+
+
+def test_a_literal_s_type_is_in_the_lowered_program_s_fingerprint() -> None:
+    """float32 and float64 ``0.1`` are other code (gtfn writes typed literals): one build key
+    for both served a float64 program a float32 build. Source locations and the types
+    inference attaches stay out (they do not make two programs unequal)."""
+    from gt4py.eve import SourceLocation
+    from gt4py.next.iterator import ir as itir
+    from gt4py.next.type_system import type_specifications as ts
+
+    def literal(kind: ts.ScalarKind, line: int = 1) -> itir.Literal:
+        return itir.Literal(value="0.1", type=ts.ScalarType(kind=kind), location=SourceLocation("a.py", line, 1))
+
+    def name(inferred: ts.TypeSpec | None) -> itir.SymRef:
+        ref = itir.SymRef(id="a")
+        ref.type = inferred
+        return ref
+
+    f32, f64 = ts.ScalarKind.FLOAT32, ts.ScalarKind.FLOAT64
+    assert _compat.ir_fingerprint(literal(f32)) != _compat.ir_fingerprint(literal(f64))
+    assert _compat.ir_fingerprint(literal(f64)) == _compat.ir_fingerprint(literal(f64, line=7))
+    assert _compat.ir_fingerprint(name(None)) == _compat.ir_fingerprint(name(ts.ScalarType(kind=f64)))
+
+
+def test_argument_types_name_each_dimension_s_kind() -> None:
+    """gt4py's text of a field type names its dimensions only: a vertical and a horizontal
+    ``K`` were one key, and the hit crashed (``No Dimension of type 'K[vertical]'``)."""
+    from gt4py.next.type_system import type_specifications as ts
+
+    def field(kind: gtx.DimensionKind) -> ts.FieldType:
+        return ts.FieldType(dims=[Edge, gtx.Dimension("K", kind=kind)], dtype=ts.ScalarType(kind=ts.ScalarKind.FLOAT64))
+
+    vertical, horizontal = field(gtx.DimensionKind.VERTICAL), field(gtx.DimensionKind.HORIZONTAL)
+    assert str(vertical) == str(horizontal)
+    assert _compat.type_text(vertical) == "Field[[Edge:horizontal, K:vertical], float64]"
+    assert _compat.type_text(vertical) != _compat.type_text(horizontal)
+    assert _compat.type_text(ts.TupleType(types=[vertical, horizontal])) == (
+        f"tuple[{_compat.type_text(vertical)}, {_compat.type_text(horizontal)}]"
+    )
+
+
 X86_PROCESSOR = """processor\t: {n}
 vendor_id\t: GenuineIntel
 cpu family\t: 6

@@ -30,6 +30,7 @@ import sys
 import types
 import weakref
 from collections.abc import Callable, Iterable, Mapping
+import typing
 from typing import Any, NamedTuple
 
 import gt4py
@@ -40,6 +41,7 @@ from gt4py.next.embedded import nd_array_field
 from gt4py.next.ffront import source_utils
 from gt4py.next.iterator import ir as itir
 from gt4py.next.otf import compilation_tasks, compiled_program, runners
+from gt4py.next.type_system import type_specifications as ts, type_translation
 
 try:  # 1.2.3
     from gt4py.next.otf.stages import ConcreteProgramDef
@@ -65,8 +67,10 @@ __all__ = [
     "content_bytes",
     "debug_flag",
     "CLOSURE_FROM_SOURCE",
+    "CONSTANT_NAMESPACES",
     "closure_global_names",
     "closure_vars",
+    "global_values",
     "fingerprinting",
     "has_custom_compile",
     "is_backend",
@@ -79,6 +83,7 @@ __all__ = [
     "parsed_as_defined",
     "runners",
     "scalar_parameters",
+    "type_text",
 ]
 
 GT4PY_VERSION: str = gt4py.__version__
@@ -158,13 +163,25 @@ def is_program(value: object) -> bool:
     return isinstance(value, decorator.Program)
 
 
-#: Strict (cross-process, by-reference) fingerprint of lowered IR that skips source
-#: locations and the types inference attaches. gt4py's own ``lenient_ir_fingerprinter``
-#: skips the same fields but may key objects by ``id()``: not for a persistent cache.
+def _ir_node(node: Any) -> Any:
+    """A node by the fields its equality compares: source locations and the types inference
+    attaches (``eq=False``) left out, a literal's type (``itir.Literal.type``, ``eq=True``:
+    ``0.1`` as float32 or float64 is other code) kept."""
+    cls = type(node)
+    if (deconstruct := _IR_NODES.get(cls)) is None:
+        skipped = [f.name for f in getattr(cls, "__attrs_attrs__", ()) if not f.eq]
+        deconstruct = _IR_NODES[cls] = fingerprinting.skipping_fields_node_deconstructor(*skipped)
+    return deconstruct(node)
+
+
+#: Per node class, its deconstruction (classes do not change in a process).
+_IR_NODES: dict[type, Callable[[Any], Any]] = {}
+
+#: Strict (cross-process, by-reference) fingerprint of lowered IR. gt4py's own
+#: ``lenient_ir_fingerprinter`` skips ``location`` and ``type`` on every node (a literal's
+#: type too) and may key objects by ``id()``: not for a persistent cache.
 _ir_fingerprinter = fingerprinting.make_fingerprinter(
-    deconstructor=fingerprinting.make_strict_data_deconstructor(
-        {eve_concepts.Node: fingerprinting.skipping_fields_node_deconstructor("location", "type")}
-    )
+    deconstructor=fingerprinting.make_strict_data_deconstructor({eve_concepts.Node: _ir_node})
 )
 
 #: Strict fingerprint of a backend's toolchain, blind to the build-cache lifetime
@@ -181,7 +198,7 @@ _backend_fingerprinter = fingerprinting.make_fingerprinter(
 
 
 def ir_fingerprint(program: itir.Program) -> str:
-    """Fingerprint of a lowered program that ignores source locations."""
+    """Fingerprint of a lowered program by what makes it equal to another (``_ir_node``)."""
     return str(_ir_fingerprinter(program))
 
 
@@ -485,17 +502,24 @@ def closure_vars(func: Any, global_names: Iterable[str] | None = None) -> dict[s
     if global_names is None or _GLOBAL_NAMES_OF_CODE is None:
         return dict(source_utils.get_closure_vars_from_function(func))
     nonlocals = source_utils._free_variables_from_closure_cells(func)  # noqa: SLF001  # gt4py 1.2.3
+    return dict(sorted({**global_values(func, global_names), **nonlocals}.items()))
+
+
+def global_values(func: Any, names: Iterable[str]) -> dict[str, Any]:
+    """What ``names`` mean in a function's globals, else its builtins (names neither has are
+    left out), as gt4py resolves a closure's global names and ``typing.get_type_hints``
+    evaluates annotation texts."""
     global_ns = func.__globals__
     builtin_ns = global_ns.get("__builtins__", builtins.__dict__)
     if isinstance(builtin_ns, types.ModuleType):
         builtin_ns = builtin_ns.__dict__
     found = {}
-    for name in global_names:
+    for name in names:
         if name in global_ns:
             found[name] = global_ns[name]
         elif name in builtin_ns:
             found[name] = builtin_ns[name]
-    return dict(sorted({**found, **nonlocals}.items()))
+    return found
 
 
 def closure_global_names(code: types.CodeType) -> list[str] | None:
@@ -510,6 +534,26 @@ _GLOBAL_NAMES_OF_CODE: Callable[[types.CodeType], frozenset[str]] | None = getat
 )
 #: Whether this gt4py finds a function's closure by parsing its source text.
 CLOSURE_FROM_SOURCE = _GLOBAL_NAMES_OF_CODE is not None
+
+
+def type_text(type_: Any) -> str:
+    """An argument's type as gt4py writes it (``Field[[Cell, K], float64]``) with what that text
+    leaves out: each dimension's kind (``K:vertical``; a kind changes the code gt4py makes).
+    Types other than fields, scalars and tuples of them by their whole ``repr``."""
+    cls = type(type_)
+    if cls is ts.ScalarType:  # its text is complete: kind and shape
+        return str(type_)
+    if cls is ts.FieldType:
+        dims = "..." if type_.dims is Ellipsis else ", ".join(f"{d.value}:{d.kind.value}" for d in type_.dims)
+        return f"Field[[{dims}], {type_text(type_.dtype)}]"
+    if cls is ts.TupleType:
+        return f"tuple[{', '.join(map(type_text, type_.types))}]"
+    return repr(type_)
+
+
+#: What gt4py's frontend folds the attributes of to constants, besides modules:
+#: ``FrozenNamespace`` instances and enum classes (the same in 1.2.1 and 1.2.3).
+CONSTANT_NAMESPACES: tuple[type, ...] = typing.get_args(type_translation.ConstantPythonNamespaceObject)
 
 
 def offset_provider_type(offset_provider: Any) -> dict[str, str]:

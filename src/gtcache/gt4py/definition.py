@@ -117,10 +117,19 @@ def _source_text(code: types.CodeType, func: types.FunctionType) -> str:
 @functools.lru_cache(maxsize=4096)
 def _attribute_chains(code: types.CodeType, func: types.FunctionType) -> dict[str, list[tuple[str, ...]]]:
     """Per root name, the attribute chains the source reads. Cached per code object; parsed
-    only for functions with a module among their closure variables (nothing else uses it)."""
+    only for functions with a module or a constant namespace among their closure variables
+    (``_READ_THROUGH``: nothing else uses it)."""
     chains: dict[str, list[tuple[str, ...]]] = {}
-    for node in ast.walk(ast.parse(_source_text(code, func))):
-        if isinstance(node, ast.Attribute):
+    _collect_chains(ast.parse(_source_text(code, func)), chains, every_name=False)
+    return chains
+
+
+def _collect_chains(tree: ast.AST, chains: dict[str, list[tuple[str, ...]]], *, every_name: bool) -> None:
+    """Adds the attribute chains ``tree`` reads, by root name (``every_name``: with no chain too)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and every_name:
+            chains.setdefault(node.id, [])
+        elif isinstance(node, ast.Attribute):
             parts: list[str] = []
             value: ast.expr = node
             while isinstance(value, ast.Attribute):
@@ -128,21 +137,23 @@ def _attribute_chains(code: types.CodeType, func: types.FunctionType) -> dict[st
                 value = value.value
             if isinstance(value, ast.Name):
                 chains.setdefault(value.id, []).append(tuple(reversed(parts)))
-    return chains
 
 
-def _module_reads(module: types.ModuleType, chains: list[tuple[str, ...]]) -> dict[str, Any]:
-    """Values of the attribute chains read from a module (sub-modules are followed)."""
+def _chain_reads(root: Any, chains: list[tuple[str, ...]]) -> dict[str, Any]:
+    """The value of each attribute chain the source reads from ``root`` (a module, or a value
+    gt4py folds the attributes of), by the chain's name; a chain is followed to its end, as
+    gt4py's ``getattr`` follows it (``consts.PHYS.FACTOR``: a class attribute of the
+    namespace, which the namespace's own value does not hold). Modules on the way are not
+    values: their attributes read are."""
     reads: dict[str, Any] = {}
     for chain in sorted(set(chains)):
-        value: Any = module
+        value: Any = root
         for depth, attr in enumerate(chain):
             value = getattr(value, attr, _MISSING)
             if value is _MISSING:
                 break
             if not isinstance(value, types.ModuleType):
                 reads[".".join(chain[: depth + 1])] = value
-                break
     return reads
 
 
@@ -160,13 +171,50 @@ def _function_pieces(func: types.FunctionType, source: str) -> tuple[str, dict[s
         raise ValueError(f"the source file of '{func.__qualname__}' changed since the process started")
     closure = _compat.closure_vars(func, _global_names(func))
     by_value = {}
-    modules = {}
+    reads = {}
     for name, value in closure.items():
-        if isinstance(value, types.ModuleType):
-            modules[name] = _module_reads(value, _chains(func).get(name, []))
-        else:
+        if not isinstance(value, types.ModuleType):
             by_value[name] = value
-    return source, by_value, modules, dict(func.__annotations__)
+        if isinstance(value, _READ_THROUGH):
+            reads[name] = _chain_reads(value, _chains(func).get(name, []))
+    return source, by_value, reads, _annotations(func)
+
+
+#: Closure values whose attributes gt4py's frontend folds to constants: modules, and its
+#: constant namespaces (``FrozenNamespace`` instances, enum classes: a class attribute or an
+#: ``enum.nonmember`` is in neither their own value nor their members).
+_READ_THROUGH = (types.ModuleType, *_compat.CONSTANT_NAMESPACES)
+
+
+def _annotations(func: types.FunctionType) -> dict[str, Any]:
+    """The annotations gt4py evaluates (``typing.get_type_hints``). Texts, as ``from __future__
+    import annotations`` keeps them, come with the values of the global names they use (the
+    closure leaves names only annotations use out): a dimension's kind, a type alias."""
+    annotations = dict(func.__annotations__)
+    texts = tuple(value for value in annotations.values() if isinstance(value, str))
+    if texts:
+        chains = _annotation_chains(texts)
+        resolved: dict[str, Any] = {}
+        for name, value in _compat.global_values(func, chains).items():  # (a name neither has: gt4py fails)
+            if not isinstance(value, types.ModuleType):
+                resolved[name] = value
+            if isinstance(value, _READ_THROUGH):
+                resolved[f"{name}."] = _chain_reads(value, chains[name])
+        annotations["<globals>"] = resolved
+    return annotations
+
+
+@functools.lru_cache(maxsize=4096)
+def _annotation_chains(texts: tuple[str, ...]) -> dict[str, list[tuple[str, ...]]]:
+    """Per global name in annotation texts, the attribute chains read from it."""
+    chains: dict[str, list[tuple[str, ...]]] = {}
+    for text in texts:
+        try:
+            tree = ast.parse(text, mode="eval")
+        except SyntaxError:
+            continue  # gt4py's evaluation fails: it compiles nothing
+        _collect_chains(tree, chains, every_name=True)
+    return chains
 
 
 def _deconstruct_function(func: types.FunctionType) -> Any:

@@ -28,8 +28,11 @@ __all__ = [
     "make_key",
 ]
 
-BUILD_KEY_KIND = "build/1"
-DIRECT_KEY_KIND = "direct/1"
+#: ``/2`` (2026-12): a literal's type joined the lowered program's fingerprint.
+#: A ``/1`` build key named float32 and float64 literals alike, and a direct link made by
+#: that key could name the other build: no ``/1`` key or link is looked up again.
+BUILD_KEY_KIND = "build/2"
+DIRECT_KEY_KIND = "direct/2"
 
 
 def build_ingredients(backend: Any, compilable: Any) -> dict[str, Any]:
@@ -81,8 +84,8 @@ def _shared_ingredients(backend: Any, args: Any) -> dict[str, Any]:
         # Serialized at every lookup (about 0.1 ms), never remembered by object: a backend
         # can be changed in place (its build factory is not frozen), and gt4py follows it.
         "backend_config": _facts.backend_config(backend),
-        "arg_types": [str(t) for t in args.args],
-        "kwarg_types": {k: str(t) for k, t in sorted(args.kwargs.items())},
+        "arg_types": [_compat.type_text(t) for t in args.args],
+        "kwarg_types": {k: _compat.type_text(t) for k, t in sorted(args.kwargs.items())},
         "static_args": _descriptors(args.argument_descriptor_contexts),
         "connectivity_types": _compat.offset_provider_type(args.offset_provider),
         "column_axis": None if args.column_axis is None else str(args.column_axis),
