@@ -75,9 +75,10 @@ def http_404() -> FakeServer:
     return server
 
 
-def http_trickle(interval: float = 0.2) -> FakeServer:
-    """Answers every GET with 200 and a huge Content-Length, then one byte per ``interval``
-    (a slowloris server: each read returns well within any per-read timeout)."""
+def http_trickle(interval: float = 0.2, *, headers: bool = False) -> FakeServer:
+    """Answers every request with 200 and a huge Content-Length, then one byte of the body per
+    ``interval`` (a slowloris server: each read returns well within any per-read timeout);
+    ``headers``: one byte of an endless header per ``interval`` instead (a HEAD too)."""
     server: FakeServer
 
     def handler(conn: socket.socket) -> None:
@@ -85,9 +86,9 @@ def http_trickle(interval: float = 0.2) -> FakeServer:
         if head is None:
             return
         server.requests.append(head.decode(errors="replace"))
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
+        conn.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: " if headers else b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
         while not server.closed:
-            conn.sendall(b"\x1f")
+            conn.sendall(b"a" if headers else b"\x1f")
             time.sleep(interval)
 
     server = FakeServer(handler)

@@ -207,6 +207,58 @@ def _deadline_connections(redis: Any) -> tuple[type, type]:
     return plain, tls
 
 
+def _deadline_transport(httpx: Any) -> Any:
+    """An httpx transport whose socket reads and writes end at this thread's deadline as well
+    as at their own timeout: httpx's timeouts are per read, which a server trickling its
+    headers or body (a byte per timeout) never reaches."""
+    import httpcore
+
+    class Stream(httpcore.NetworkStream):
+        def __init__(self, stream: Any):
+            self._stream = stream
+
+        @staticmethod
+        def _timeout(timeout: float | None) -> float | None:
+            at: float | None = getattr(_deadline, "at", None)
+            if at is None:
+                return timeout
+            left = at - time.monotonic()
+            if left <= 0:
+                raise httpcore.ReadTimeout("over the deadline for one object")
+            return left if timeout is None else min(left, timeout)
+
+        def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            return self._stream.read(max_bytes, self._timeout(timeout))  # type: ignore[no-any-return]
+
+        def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            self._stream.write(buffer, self._timeout(timeout))
+
+        def close(self) -> None:
+            self._stream.close()
+
+        def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None) -> Any:
+            return Stream(self._stream.start_tls(ssl_context, server_hostname, self._timeout(timeout)))
+
+        def get_extra_info(self, info: str) -> Any:
+            return self._stream.get_extra_info(info)
+
+    class Backend(httpcore.SyncBackend):
+        def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
+            return Stream(super().connect_tcp(*args, **kwargs))
+
+        def connect_unix_socket(self, *args: Any, **kwargs: Any) -> Any:
+            return Stream(super().connect_unix_socket(*args, **kwargs))
+
+    transport = httpx.HTTPTransport(trust_env=False)
+    # httpx passes no network backend through; its pool (httpcore's) takes one. A future
+    # httpx without the pool fails here, at set-up, and the tests that trickle catch it.
+    pool = transport._pool  # noqa: SLF001
+    if not isinstance(pool, httpcore.ConnectionPool):
+        raise TypeError(f"httpx's transport holds a {type(pool).__name__}, not httpcore's pool")
+    pool._network_backend = Backend()  # noqa: SLF001
+    return transport
+
+
 class RedisBackend:
     """Objects as Redis strings named ``<prefix><name>`` (``SET`` is atomic: no partial object)."""
 
@@ -387,7 +439,7 @@ class HttpBackend:
         self.base = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
         self.client = httpx.Client(
             auth=auth, headers=headers, follow_redirects=False, trust_env=False,
-            timeout=httpx.Timeout(timeout, connect=connect_timeout),
+            timeout=httpx.Timeout(timeout, connect=connect_timeout), transport=_deadline_transport(httpx),
         )
         #: Seconds one object (or one listing) may take in all; checked at every chunk.
         self.total = total
@@ -396,7 +448,7 @@ class HttpBackend:
         return f"{self.base}/{name}"
 
     def _request(self, method: str, name: str, **kw: Any) -> Any:
-        with self._failures(method):
+        with self._failures(method), deadline(self.total):
             return self.client.request(method, self._url(name), **kw)
 
     @contextlib.contextmanager
