@@ -29,6 +29,7 @@ import gtcache
 from gtcache._frozen import replace
 from gtcache.store import TrustPolicy
 from tests.conftest import CompiledStore
+from tests.helpers import publish
 from tests.reliability.test_hostile_input import files
 
 NOBODY, NOGROUP = 65534, 65534
@@ -403,3 +404,108 @@ def test_a_trusted_folder_is_checked_without_name_look_ups(
     assert policy.problem(private, os.stat(private)) is None
     with pytest.raises(AssertionError, match="looked up"):  # as the store itself, /tmp's mode is a problem
         policy.problem(sticky, os.stat(sticky))
+
+
+# -- folders inside a store, and the path to it ---------------------------------------------------
+
+
+def test_a_direct_link_someone_untrusted_may_have_written_links_nothing(tmp_path: pathlib.Path) -> None:
+    """A link names which build a program is served: one another user wrote, one in a shard
+    folder others can write (they could swap in another link, victim-owned), a symlink or a
+    FIFO (which blocked the reader for good) is no link. Before, each was followed: another
+    variant's build served (a silently wrong result), or the run hung (a helper's attacks)."""
+    store = gtcache.open_store(tmp_path / "store")
+    build = publish(store).key
+    direct, other = "ab" * 16, "ab" + "c" * 30
+    store.link_direct(direct, build)
+    link = pathlib.Path(store.root / "direct" / direct[:2] / direct)
+    assert store.build_key_of(direct) == build
+    os.chown(link, OTHER, OTHER)  # another user's link
+    assert gtcache.open_store(store.root).build_key_of(direct) is None
+    os.chown(link, 0, 0)
+    os.chmod(link.parent, 0o777)  # a shard folder everyone can write
+    assert gtcache.open_store(store.root).build_key_of(direct) is None
+    os.chmod(link.parent, 0o755)
+    link.unlink()
+    link.symlink_to(pathlib.Path(store.root / "direct" / other[:2] / other))  # a link to a good link
+    store.link_direct(other, build)
+    assert gtcache.open_store(store.root).build_key_of(direct) is None
+    link.unlink()
+    os.mkfifo(link)
+    assert gtcache.open_store(store.root).build_key_of(direct) is None  # (and returns: no open blocks)
+    link.unlink()
+    store.link_direct(direct, build)
+    assert gtcache.open_store(store.root).build_key_of(direct) == build
+
+
+@pytest.mark.parametrize("folder", ["entry", "shard"])
+@pytest.mark.parametrize("how", ["writable by others", "a symlink"])
+def test_an_entry_under_a_folder_someone_untrusted_may_write_is_broken(
+    tmp_path: pathlib.Path, folder: str, how: str
+) -> None:
+    """Its files pass their checks, but a writer of a folder above them could swap a checked
+    library for another between the checksum and the load (a helper's attack ran its code
+    so): the entry is not loaded."""
+    store = gtcache.open_store(tmp_path / "store")
+    key = publish(store).key
+    entry = store.root / "entries" / key[:2] / key
+    target = entry if folder == "entry" else entry.parent
+    if how == "writable by others":
+        os.chmod(target, 0o777)
+    else:  # the folder moved aside and a symlink to it in its place
+        aside = target.with_name(target.name + ".aside")
+        target.rename(aside)
+        target.symlink_to(aside.name)
+    with pytest.raises(gtcache.CorruptEntryError, match="writable by everyone|not a real folder"):
+        gtcache.open_store(store.root).lookup(key)
+
+
+def test_a_store_reached_through_a_symlink_is_used_where_it_was_checked(public: pathlib.Path) -> None:
+    """A symlink on the way (anyone may own one in a sticky /tmp-like folder) re-pointed after
+    the checks sent a reader's lookups into the link owner's tree (a helper's attack): the
+    store is resolved once, checked there, and used there."""
+    real, other = public / "real", public / "other"
+    store = gtcache.open_store(real)
+    key = publish(store).key
+    shutil.copytree(real, other)
+    link = public / "link"
+    link.symlink_to(real)
+    opened = gtcache.open_store(link)
+    assert opened.root == real
+    link.unlink()
+    link.symlink_to(other)
+    shutil.rmtree(other / "entries")  # what the link points at now has no entry
+    assert opened.lookup(key) is not None
+
+
+@pytest.fixture
+def private_group_user() -> Iterator[str]:
+    """A user with a user private group (``useradd --user-group``), removed afterwards."""
+    name = "gtcache-upg"
+    subprocess.run(["userdel", f"{name}2"], capture_output=True, check=False)
+    subprocess.run(["userdel", name], capture_output=True, check=False)
+    subprocess.run(["useradd", "--user-group", "--no-create-home", "-s", "/usr/sbin/nologin", name], check=True)
+    try:
+        yield name
+    finally:
+        subprocess.run(["userdel", f"{name}2"], capture_output=True, check=False)
+        subprocess.run(["userdel", name], capture_output=True, check=False)
+
+
+def test_a_private_group_with_a_hidden_member_is_not_private(tmp_path: pathlib.Path, private_group_user: str) -> None:
+    """Group-writable is fine when the group is the owner's private group; but a user whose
+    primary group it is (``useradd -g alice mallory``) is a member that the group's member
+    list does not show: they wrote a library in such a store in place, and it ran in the
+    owner's processes (a helper's attack)."""
+    import pwd
+
+    user = pwd.getpwnam(private_group_user)
+    folder = tmp_path / "store"
+    folder.mkdir()
+    os.chown(folder, user.pw_uid, user.pw_gid)
+    os.chmod(folder, 0o775)  # umask 002, as RHEL gives users with a private group
+    assert TrustPolicy.from_ids([user.pw_uid], ()).problem(folder, os.stat(folder)) is None
+    subprocess.run(["useradd", "-g", private_group_user, "--no-create-home", "-s", "/usr/sbin/nologin",
+                    f"{private_group_user}2"], check=True)
+    problem = TrustPolicy.from_ids([user.pw_uid], ()).problem(folder, os.stat(folder))
+    assert problem is not None and f"writable by group '{private_group_user}'" in problem

@@ -35,7 +35,10 @@ def open_store(
     anyway, read-only and without its index, with the reason in ``Store.trust_problem``.
     Entries whose files fail the checks are broken either way.
     """
-    path = pathlib.Path(root).expanduser().absolute()
+    # Resolved once, here: the checks below are of this path, and every later step goes
+    # through it. A symlink on the way (one in a sticky /tmp-like folder: anyone may own
+    # it) could otherwise be re-pointed at another tree after the checks (a helper's attack).
+    path = pathlib.Path(os.path.realpath(pathlib.Path(root).expanduser()))
     layout = path / _layout.LAYOUT_FILE
     data = _read_layout(layout)
     if data is None:
@@ -45,7 +48,7 @@ def open_store(
         data = _read_layout(layout)
     _check_layout(path, layout, data)
     trust = trust if trust is not None else TrustPolicy.from_env()
-    index = pathlib.Path(index_dir).expanduser().absolute() if index_dir else None
+    index = pathlib.Path(os.path.realpath(pathlib.Path(index_dir).expanduser())) if index_dir else None
     problem = None
     try:
         check_store(path, index, trust)

@@ -100,6 +100,8 @@ class Store:
         self._index_handle: Index | None = None
         #: The fixed folders that are not real folders, checked once (``unsafe_folders``).
         self._unsafe: tuple[tuple[pathlib.Path, str], ...] | None = None
+        #: Shard folders checked by ``_folder_problem`` (path -> problem or None), once each.
+        self._shards: dict[str, str | None] = {}
 
     def __repr__(self) -> str:
         return f"Store({str(self.root)!r}, read_only={self.read_only})"
@@ -143,7 +145,9 @@ class Store:
             raise CorruptEntryError(key, f"cannot read '{_layout.ENTRY_FILE}' ({error}).") from None
         finally:
             os.close(fd)
-        if self.trust is not None and (problem := self.trust.file_problem(_layout.ENTRY_FILE, st)):
+        if self.trust is not None and (
+            (problem := self.trust.file_problem(_layout.ENTRY_FILE, st)) or (problem := self._folder_problem(path))
+        ):
             raise CorruptEntryError(key, problem)
         try:
             record = EntryRecord.loads(text)
@@ -199,13 +203,33 @@ class Store:
     # -- direct keys --------------------------------------------------------------------
 
     def build_key_of(self, direct_key: str) -> str | None:
-        """The build key a direct key was linked to, or ``None``. Never raises."""
-        try:  # bytes, decoded here: a text-mode open looks the codec up (an import, the first time)
-            with open(_layout.direct_link(self._root, direct_key), "rb") as stream:
-                text = stream.read(256).decode("ascii").strip()
+        """The build key a direct key was linked to, or ``None``: also for a link (or its shard
+        folder) someone untrusted may have written, as ``lookup`` checks an entry's. Never raises."""
+        link = _layout.direct_link(self._root, direct_key)
+        try:  # never a symlink or a FIFO (which would block)
+            fd, st = _files.open_regular(link)
+            try:  # bytes, decoded here: a text-mode open looks the codec up (an import, the first time)
+                text = os.read(fd, 256).decode("ascii").strip()
+            finally:
+                os.close(fd)
         except (OSError, UnicodeDecodeError):
             return None
+        if self.trust is not None and (self.trust.file_problem(link, st) or self._shard_problem(link)):
+            return None
         return text if _layout.is_key(text) else None
+
+    def _folder_problem(self, folder: str) -> str | None:
+        """Why an entry folder or its shard (``_shard_problem``) may have been written by someone
+        untrusted, or None. The entry's own files are checked too, but a writer of a folder
+        above them could swap a checked file for another between the checks and the load."""
+        return self._shard_problem(folder) or _real_folder_problem(folder, self.trust)
+
+    def _shard_problem(self, path: str) -> str | None:
+        """``_real_folder_problem`` of the shard folder holding ``path`` (once per shard)."""
+        shard = path.rpartition("/")[0]
+        if (problem := self._shards.get(shard, "")) == "":
+            problem = self._shards[shard] = _real_folder_problem(shard, self.trust)
+        return problem
 
     # -- environment facts (a hint: see FACTS_DIR) ---------------------------------------
 
@@ -685,6 +709,21 @@ def _rename_if_absent(source: pathlib.Path, target: pathlib.Path) -> bool:
 
 def _read_record(path: pathlib.Path) -> EntryRecord:
     return EntryRecord.loads(_files.read_regular(path / _layout.ENTRY_FILE))
+
+
+def _real_folder_problem(path: str, trust: TrustPolicy | None) -> str | None:
+    """Why ``path`` is not a real folder only trusted users can write, or None (``trust``:
+    None: anyone's)."""
+    if trust is None:
+        return None
+    try:
+        st = os.lstat(path)
+    except OSError as error:
+        return f"cannot check folder '{path}' ({error.strerror})."
+    if not stat.S_ISDIR(st.st_mode):
+        return f"'{path}' is not a real folder (a symbolic link?), so it is not loaded."
+    problem = trust.problem(path, st)
+    return None if problem is None else f"folder {problem.partition(';')[0]}, so it is not loaded."
 
 
 def _read_fd(fd: int, size: int, limit: int | None = None) -> bytes:

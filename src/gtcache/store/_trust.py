@@ -10,20 +10,24 @@ in the reader's processes. The rules, checked by the READER once per opening:
   file inside the store (``gtcache.toml`` cannot widen it).
 - A path is safe when its owner is trusted and nobody untrusted can write it:
   not world-writable, and group-writable only when its group is trusted or is
-  its owner's private group (same name as the owner, no other members: the
-  "user private group" convention, as Debian's ssh accepts).
+  its owner's private group (same name as the owner, no other members, listed
+  or with it as their primary group: the "user private group" convention, as
+  Debian's ssh accepts).
 - Checked at opening: the store root, each of its folders that exists
   (``entries``, ``direct``, ``tmp``, ``trash``, ``quarantine``, ``ledger``,
   ``locks``, ``index``) and an index folder elsewhere; and every ancestor of the
   (resolved) root up to ``/``, where a world- or untrusted-group-writable
   folder is accepted only with the sticky bit (``/tmp``): else someone could
   rename the store away and put their own in its place.
-- Not checked at opening: shard folders and entry folders. Whatever a writer of
-  a shard can do (add, move or remove entry folders) shows in the entry's own
-  files, which ``Store.lookup`` checks with the ``stat`` it already makes: an
-  ``entry.json`` or payload file owned by an untrusted user or writable by one
-  makes the entry broken (never loaded). Shard and entry folders are created by
-  gtcache with the root's mode, so they are as safe as the root.
+- Not checked at opening: shard folders and entry folders. ``Store.lookup``
+  checks an entry's files with the ``stat`` it already makes, and its entry and
+  shard folders (an ``lstat`` each, a shard once per process): a writer of one
+  could swap a checked library for another between its checksum and its load.
+  Anything owned by an untrusted user or writable by one, or a folder that is a
+  symlink, makes the entry broken (never loaded). ``Store.build_key_of`` checks a
+  direct link and its shard folder alike.
+- The root is resolved (``realpath``) before the checks, and the store is used
+  at the resolved path: a symlink on the way cannot be re-pointed after them.
 - ``GTCACHE_TRUSTED_USERS='*'`` trusts everyone: the check is off (file systems
   that report every file as 0777).
 
@@ -68,6 +72,8 @@ class TrustPolicy:
         #: Uids known to be trusted: the fast path of ``file_problem``.
         self._trusted: set[int] = {self.uid, 0, *self.users}
         self._untrusted: set[int] = set()
+        #: ``_private_group`` verdicts by (group, owner): name service look-ups, once each.
+        self._private: dict[tuple[int, int], bool] = {}
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> TrustPolicy:
@@ -100,7 +106,11 @@ class TrustPolicy:
 
     def trusts_group_write(self, gid: int, owner: int) -> bool:
         """Whether members of group ``gid`` may write a path owned by ``owner``."""
-        return self.anyone or self.any_group or gid in self.groups or _private_group(gid, owner)
+        if self.anyone or self.any_group or gid in self.groups:
+            return True
+        if (verdict := self._private.get((gid, owner))) is None:
+            verdict = self._private[gid, owner] = _private_group(gid, owner)
+        return verdict
 
     # -- paths ---------------------------------------------------------------------------
 
@@ -116,7 +126,6 @@ class TrustPolicy:
             not mode & (_WRITE_GROUP | _WRITE_OTHER) or (sticky_ok and mode & stat.S_ISVTX and stat.S_ISDIR(mode))
         ):
             return None  # the fast path (a store under /tmp too): no name look-ups (they may go to LDAP)
-        found = f"owner '{_user_name(owner)}', group '{_group_name(st.st_gid)}', mode {stat.filemode(mode)}"
         if not self.trusts_user(owner):
             return (
                 f"'{path}' belongs to user '{_user_name(owner)}' (mode {stat.filemode(mode)}); set"
@@ -124,12 +133,16 @@ class TrustPolicy:
             )
         if sticky_ok and mode & stat.S_ISVTX and stat.S_ISDIR(mode):
             return None
+
+        def found() -> str:  # names looked up only to word a problem: a shared store's folders come here
+            return f"owner '{_user_name(owner)}', group '{_group_name(st.st_gid)}', mode {stat.filemode(mode)}"
+
         if mode & _WRITE_OTHER:
-            return f"'{path}' is writable by everyone ({found}); run 'chmod o-w {path}'"
+            return f"'{path}' is writable by everyone ({found()}); run 'chmod o-w {path}'"
         if mode & _WRITE_GROUP and not self.trusts_group_write(st.st_gid, owner):
             name = _group_name(st.st_gid)
             return (
-                f"'{path}' is writable by group '{name}' ({found}); run 'chmod g-w {path}',"
+                f"'{path}' is writable by group '{name}' ({found()}); run 'chmod g-w {path}',"
                 f" or set GTCACHE_TRUSTED_GROUPS={name} if group '{name}' may write it"
             )
         return None
@@ -248,9 +261,15 @@ def _member_of_any(uid: int, gids: frozenset[int]) -> bool:
 
 
 def _private_group(gid: int, owner: int) -> bool:
-    """Whether ``gid`` is ``owner``'s user private group (its name, its primary group, no other member)."""
+    """Whether ``gid`` is ``owner``'s user private group: its name, its primary group, no other
+    member listed, and no other user the system lists with it as primary group (``useradd -g
+    alice mallory`` makes mallory a member that ``gr_mem`` does not show: a helper's attack
+    wrote a private-group store's library in place). A directory that does not enumerate its
+    users (LDAP without enumeration) shows only the local ones: docs/security.md."""
     try:
         user, group = pwd.getpwuid(owner), grp.getgrgid(gid)
     except KeyError:
         return False
-    return user.pw_gid == gid and group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name}
+    if user.pw_gid != gid or group.gr_name != user.pw_name or not set(group.gr_mem) <= {user.pw_name}:
+        return False
+    return not any(other.pw_gid == gid and other.pw_uid != owner for other in pwd.getpwall())
