@@ -152,7 +152,7 @@ def write_bundle(
     """
     if key is not None and not key:
         raise BundleError("The bundle key is empty; give a real key or none.")
-    members, count, left_out = _collect(entries)
+    members, count, left_out = _collect(store, entries)
     manifest = {
         "format": BUNDLE_FORMAT,
         "gtcache_version": __version__,
@@ -215,8 +215,12 @@ def export_bundle(
     return dataclasses.replace(report, path=path)
 
 
-def _collect(entries: Iterable[_HasKeyAndPath]) -> tuple[list[_Member], int, dict[str, str]]:
-    """The members of the sound entries (hashed now), how many entries, and those left out."""
+def _collect(store: Store, entries: Iterable[_HasKeyAndPath]) -> tuple[list[_Member], int, dict[str, str]]:
+    """The members of the sound entries (hashed now), how many entries, and those left out.
+
+    Each entry passes ``Store.lookup`` first, as a hit's does (who wrote its files and
+    folders): a listing's row may be an index's, older than a file put in its place by
+    someone untrusted, and a signed bundle would carry that file to every importer."""
     members: list[_Member] = []
     left_out: dict[str, str] = {}
     count = 0
@@ -231,6 +235,8 @@ def _collect(entries: Iterable[_HasKeyAndPath]) -> tuple[list[_Member], int, dic
             continue
         prefix = f"entries/{entry.key[:2]}/{entry.key}/"
         try:
+            if store.lookup(entry.key) is None:
+                raise ValueError(f"'{ENTRY_FILE}' is missing.")
             record_bytes = (entry.path / ENTRY_FILE).read_bytes()
             record = EntryRecord.loads(record_bytes)
             if record.key != entry.key:
@@ -243,6 +249,9 @@ def _collect(entries: Iterable[_HasKeyAndPath]) -> tuple[list[_Member], int, dic
                 if (size, xxh3) != (item.size, item.xxh3):
                     raise ValueError(f"file '{item.path}' does not match its checksum.")
                 files.append(_Member(prefix + item.path, entry.path / item.path, size, sha256))
+        except CorruptEntryError as error:
+            left_out[entry.key] = error.reason
+            continue
         except (OSError, ValueError) as error:
             left_out[entry.key] = str(error)
             continue

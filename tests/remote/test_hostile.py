@@ -171,6 +171,8 @@ def test_redis_reads_stay_within_max_size(redis_server: str, tmp_path: pathlib.P
     small = Remote(parse_remote(f"{redis_server}?max_size=9000000"), key=b"k" * 32)
     with pytest.raises(RemoteError, match="over the 9000000 limit"):
         small.fetch(_store(tmp_path), KEY)
+    assert small.broken is None  # that object, not the remote: it was marked broken (a helper's finding)
+    assert small.fetch(_store(tmp_path), "cd" * 16) is False  # (and is still asked)
     backend = Remote(parse_remote(redis_server), key=b"k" * 32)._open()
     assert backend.get(entry_object(KEY), 10_000_000) == b"z" * 9_000_001
 

@@ -456,8 +456,10 @@ def test_an_entry_under_a_folder_someone_untrusted_may_write_is_broken(
         aside = target.with_name(target.name + ".aside")
         target.rename(aside)
         target.symlink_to(aside.name)
-    with pytest.raises(gtcache.CorruptEntryError, match="writable by everyone|not a real folder"):
+    with pytest.raises(gtcache.CorruptEntryError, match="writable by everyone|not a real folder") as caught:
         gtcache.open_store(store.root).lookup(key)
+    if how == "writable by others":  # the fix, for every folder (a store made under umask 002)
+        assert f"run 'chmod -R go-w {store.root}'" in str(caught.value)
 
 
 def test_a_store_reached_through_a_symlink_is_used_where_it_was_checked(public: pathlib.Path) -> None:
@@ -480,23 +482,32 @@ def test_a_store_reached_through_a_symlink_is_used_where_it_was_checked(public: 
 
 @pytest.fixture
 def private_group_user() -> Iterator[str]:
-    """A user with a user private group (``useradd --user-group``), removed afterwards."""
+    """A user with a user private group (``useradd --user-group``), removed afterwards with
+    what the test adds (``<name>2``, group ``<name>-alias``)."""
     name = "gtcache-upg"
-    subprocess.run(["userdel", f"{name}2"], capture_output=True, check=False)
-    subprocess.run(["userdel", name], capture_output=True, check=False)
+
+    def clean() -> None:
+        for command in (["userdel", f"{name}2"], ["groupdel", f"{name}-alias"], ["userdel", name], ["groupdel", name]):
+            subprocess.run(command, capture_output=True, check=False)
+
+    clean()
     subprocess.run(["useradd", "--user-group", "--no-create-home", "-s", "/usr/sbin/nologin", name], check=True)
     try:
         yield name
     finally:
-        subprocess.run(["userdel", f"{name}2"], capture_output=True, check=False)
-        subprocess.run(["userdel", name], capture_output=True, check=False)
+        clean()
 
 
-def test_a_private_group_with_a_hidden_member_is_not_private(tmp_path: pathlib.Path, private_group_user: str) -> None:
+@pytest.mark.parametrize("how", ["primary group", "second group entry"])
+def test_a_private_group_with_a_hidden_member_is_not_private(
+    tmp_path: pathlib.Path, private_group_user: str, how: str
+) -> None:
     """Group-writable is fine when the group is the owner's private group; but a user whose
-    primary group it is (``useradd -g alice mallory``) is a member that the group's member
-    list does not show: they wrote a library in such a store in place, and it ran in the
-    owner's processes (a helper's attack)."""
+    primary group it is (``useradd -g alice mallory``), or a member of another group entry
+    with its gid (``groupadd -o``, an LDAP group after ``files``), is a member the group's
+    member list does not show: each wrote a library in such a store in place, and it ran in
+    the owner's processes (a helper's attack, then a reviewer's)."""
+    import grp
     import pwd
 
     user = pwd.getpwnam(private_group_user)
@@ -505,7 +516,37 @@ def test_a_private_group_with_a_hidden_member_is_not_private(tmp_path: pathlib.P
     os.chown(folder, user.pw_uid, user.pw_gid)
     os.chmod(folder, 0o775)  # umask 002, as RHEL gives users with a private group
     assert TrustPolicy.from_ids([user.pw_uid], ()).problem(folder, os.stat(folder)) is None
-    subprocess.run(["useradd", "-g", private_group_user, "--no-create-home", "-s", "/usr/sbin/nologin",
-                    f"{private_group_user}2"], check=True)
+    other = f"{private_group_user}2"
+    if how == "primary group":
+        subprocess.run(["useradd", "-g", private_group_user, "--no-create-home", "-s", "/usr/sbin/nologin", other],
+                       check=True)
+    else:
+        alias = f"{private_group_user}-alias"
+        subprocess.run(["useradd", "--user-group", "--no-create-home", "-s", "/usr/sbin/nologin", other], check=True)
+        subprocess.run(["groupadd", "-o", "-g", str(user.pw_gid), alias], check=True)
+        subprocess.run(["usermod", "-a", "-G", alias, other], check=True)
+        assert grp.getgrgid(user.pw_gid).gr_name == private_group_user  # what the rule looked at alone
     problem = TrustPolicy.from_ids([user.pw_uid], ()).problem(folder, os.stat(folder))
-    assert problem is not None and f"writable by group '{private_group_user}'" in problem
+    assert problem is not None and "writable by group" in problem
+
+
+def test_an_entry_whose_record_someone_untrusted_replaced_is_neither_listed_sound_nor_exported(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A listing's row may come from the index, older than an ``entry.json`` put in its place
+    (its time set back): ``ls`` said ok, and ``export`` signed the planted record and the
+    file it named, which ran in the importer's processes (a reviewer's attack)."""
+    from gtcache import bundle
+
+    store = gtcache.open_store(tmp_path / "store")
+    key = publish(store).key
+    assert [e.ok for e in store.scan().entries] == [True]  # the row is in the index now
+    record = store.root / "entries" / key[:2] / key / "entry.json"
+    st = record.stat()
+    os.chown(record, OTHER, OTHER)
+    os.utime(record, ns=(st.st_atime_ns, st.st_mtime_ns))
+    (info,) = gtcache.open_store(store.root).scan().entries
+    assert not info.ok and "belongs to user" in str(info.problem)
+    report = bundle.export_bundle(store, [info.__class__.make(key=key, path=info.path, raw=info.raw, problem=None)],
+                                  tmp_path / "out.tar.gz")
+    assert report.entries == 0 and "belongs to user" in report.left_out[key]

@@ -36,7 +36,9 @@ from typing import Any, Literal, TypeVar
 
 from gtcache import bundle
 from gtcache.errors import GtcacheError, escape
-from gtcache.remote._backends import Backend, Credentials, HttpBackend, RedisBackend, RemoteFailure, redact
+from gtcache.remote._backends import (
+    Backend, Credentials, HttpBackend, ObjectTooLarge, RedisBackend, RemoteFailure, redact,
+)
 from gtcache.store import Store, is_key
 
 __all__ = [
@@ -256,6 +258,8 @@ class Remote:
         while True:
             try:
                 return call(backend)
+            except ObjectTooLarge as failure:  # that object, not the remote: the others still come
+                raise RemoteError(f"Remote '{self.name}': {failure}.") from None
             except RemoteFailure as failure:
                 if failure.retry and attempt < self.spec.retries:
                     time.sleep(_BACKOFF[min(attempt, len(_BACKOFF) - 1)])

@@ -135,5 +135,5 @@ def _info(store: Store, key: str, row: IndexRow) -> EntryInfo:
         # Sizes change without touching entry.json (a truncated payload): check them here.
         problem = _files.size_problem(
             path, ((f["path"], f["size"]) for f in row.record.get("files", ())), store.trust
-        )
+        ) or store.trust_problem_of(key)  # (an index row is older than who wrote entry.json since)
     return EntryInfo.make(key=key, path=pathlib.Path(path), raw=row.record, problem=problem)

@@ -218,17 +218,32 @@ class Store:
             return None
         return text if _layout.is_key(text) else None
 
+    def trust_problem_of(self, key: str) -> str | None:
+        """Why entry ``key``'s record or folders may have been written by someone untrusted
+        (what ``lookup`` checks besides the payload files), or None: for listings, whose rows
+        may come from the index."""
+        if self.trust is None:
+            return None
+        path = _layout.entry_dir(self._root, key)
+        try:
+            st = os.lstat(f"{path}/{_layout.ENTRY_FILE}")
+        except OSError:
+            return None  # absent: the listing's row says what it found
+        if not stat.S_ISREG(st.st_mode):
+            return f"'{_layout.ENTRY_FILE}' is not a regular file."
+        return self.trust.file_problem(_layout.ENTRY_FILE, st) or self._folder_problem(path)
+
     def _folder_problem(self, folder: str) -> str | None:
         """Why an entry folder or its shard (``_shard_problem``) may have been written by someone
         untrusted, or None. The entry's own files are checked too, but a writer of a folder
         above them could swap a checked file for another between the checks and the load."""
-        return self._shard_problem(folder) or _real_folder_problem(folder, self.trust)
+        return self._shard_problem(folder) or _real_folder_problem(folder, self.trust, self._root)
 
     def _shard_problem(self, path: str) -> str | None:
         """``_real_folder_problem`` of the shard folder holding ``path`` (once per shard)."""
         shard = path.rpartition("/")[0]
         if (problem := self._shards.get(shard, "")) == "":
-            problem = self._shards[shard] = _real_folder_problem(shard, self.trust)
+            problem = self._shards[shard] = _real_folder_problem(shard, self.trust, self._root)
         return problem
 
     # -- environment facts (a hint: see FACTS_DIR) ---------------------------------------
@@ -711,9 +726,10 @@ def _read_record(path: pathlib.Path) -> EntryRecord:
     return EntryRecord.loads(_files.read_regular(path / _layout.ENTRY_FILE))
 
 
-def _real_folder_problem(path: str, trust: TrustPolicy | None) -> str | None:
-    """Why ``path`` is not a real folder only trusted users can write, or None (``trust``:
-    None: anyone's)."""
+def _real_folder_problem(path: str, trust: TrustPolicy | None, root: str) -> str | None:
+    """Why ``path`` (in the store at ``root``) is not a real folder only trusted users can
+    write, or None (``trust`` None: anyone's). A folder writable by others is seldom alone
+    (a store made under umask 002): the advice is for every folder of the store."""
     if trust is None:
         return None
     try:
@@ -722,8 +738,12 @@ def _real_folder_problem(path: str, trust: TrustPolicy | None) -> str | None:
         return f"cannot check folder '{path}' ({error.strerror})."
     if not stat.S_ISDIR(st.st_mode):
         return f"'{path}' is not a real folder (a symbolic link?), so it is not loaded."
-    problem = trust.problem(path, st)
-    return None if problem is None else f"folder {problem.partition(';')[0]}, so it is not loaded."
+    if (problem := trust.problem(path, st)) is None:
+        return None
+    head, _, advice = problem.partition("; ")
+    if "writable by" in head:
+        advice = f"run 'chmod -R go-w {root}', or set GTCACHE_TRUSTED_GROUPS if its group may write it"
+    return f"folder {head}, so it is not loaded; {advice}"
 
 
 def _read_fd(fd: int, size: int, limit: int | None = None) -> bytes:

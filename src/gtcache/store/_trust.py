@@ -262,14 +262,20 @@ def _member_of_any(uid: int, gids: frozenset[int]) -> bool:
 
 def _private_group(gid: int, owner: int) -> bool:
     """Whether ``gid`` is ``owner``'s user private group: its name, its primary group, no other
-    member listed, and no other user the system lists with it as primary group (``useradd -g
-    alice mallory`` makes mallory a member that ``gr_mem`` does not show: a helper's attack
-    wrote a private-group store's library in place). A directory that does not enumerate its
-    users (LDAP without enumeration) shows only the local ones: docs/security.md."""
+    member listed (in any entry of that gid), and no other user the system lists with it as
+    primary group (``useradd -g alice mallory`` makes mallory a member that ``gr_mem`` does
+    not show: a helper's attack wrote a private-group store's library in place). A directory
+    that does not enumerate its users (LDAP without enumeration) shows only the local ones:
+    docs/security.md."""
     try:
         user, group = pwd.getpwuid(owner), grp.getgrgid(gid)
     except KeyError:
         return False
     if user.pw_gid != gid or group.gr_name != user.pw_name or not set(group.gr_mem) <= {user.pw_name}:
+        return False
+    # Another entry of the same gid (``groupadd -o``, an LDAP group after ``files``) gives its
+    # members the group too, though ``getgrgid`` shows the first entry only.
+    if any(other.gr_gid == gid and (other.gr_name != user.pw_name or not set(other.gr_mem) <= {user.pw_name})
+           for other in grp.getgrall()):
         return False
     return not any(other.pw_gid == gid and other.pw_uid != owner for other in pwd.getpwall())
