@@ -193,9 +193,10 @@ def _annotations(func: types.FunctionType) -> dict[str, Any]:
     annotations = dict(func.__annotations__)
     texts = tuple(value for value in annotations.values() if isinstance(value, str))
     if texts:
-        chains = _annotation_chains(texts)
+        chains = _text_annotation_chains(func, texts)
         resolved: dict[str, Any] = {}
-        for name, value in _compat.global_values(func, chains).items():  # (a name neither has: gt4py fails)
+        # Sorted: the facts file keeps the chains in sorted order, a parse in the order found.
+        for name, value in sorted(_compat.global_values(func, chains).items()):  # (a name neither has: gt4py fails)
             if not isinstance(value, types.ModuleType):
                 resolved[name] = value
             if isinstance(value, _READ_THROUGH):
@@ -259,11 +260,26 @@ def _chains(func: types.FunctionType) -> dict[str, list[tuple[str, ...]]]:
     def compute() -> dict[str, list[list[str]]]:
         return {name: [list(chain) for chain in found] for name, found in _attribute_chains(func.__code__, func).items()}
 
-    return _source_fact(func, "chains", compute, lambda value: isinstance(value, dict) and all(
+    return _source_fact(func, "chains", compute, _stored_chains, _usable_chains)
+
+
+def _text_annotation_chains(func: types.FunctionType, texts: tuple[str, ...]) -> dict[str, list[tuple[str, ...]]]:
+    """``_annotation_chains`` of a function's annotation texts (part of its source text), from
+    its ``_source`` facts when they have them: parsed once per environment, not per process."""
+    def compute() -> dict[str, list[list[str]]]:
+        return {name: [list(chain) for chain in found] for name, found in _annotation_chains(texts).items()}
+
+    return _source_fact(func, "annotations", compute, _stored_chains, _usable_chains)
+
+
+def _stored_chains(value: Any) -> bool:
+    return isinstance(value, dict) and all(
         isinstance(chains, list) and all(_names(chain) for chain in chains) for chains in value.values()
-    ), lambda stored: {
-        sys.intern(name): [tuple(map(sys.intern, chain)) for chain in chains] for name, chains in stored.items()
-    })
+    )
+
+
+def _usable_chains(stored: dict[str, list[list[str]]]) -> dict[str, list[tuple[str, ...]]]:
+    return {sys.intern(name): [tuple(map(sys.intern, chain)) for chain in chains] for name, chains in stored.items()}
 
 
 def _global_names(func: types.FunctionType) -> list[str] | None:
