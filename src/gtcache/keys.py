@@ -17,9 +17,11 @@ __all__ = ["canonical_bytes", "digest", "make_key"]
 
 def canonical_bytes(value: Any) -> bytes:
     """JSON with sorted keys, fixed separators and no NaN: equal values give equal bytes."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
-    ).encode("ascii")
+    return _CANONICAL.encode(value).encode("ascii")
+
+
+#: ``canonical_bytes``' encoder, made once (``json.dumps`` with options makes one a call).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
 
 def digest(data: bytes | str) -> str:

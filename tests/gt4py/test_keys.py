@@ -178,6 +178,27 @@ def test_a_renamed_class_is_written_by_the_name_it_has_now(monkeypatch: pytest.M
     assert _compat.content_bytes([cls]) is None
 
 
+def test_a_function_whose_module_left_sys_modules_is_refused_after_being_written(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What pickle writes by name is found once per object (``_compat._named``), but gt4py
+    refuses a reference whose module is not in ``sys.modules`` any more: so must the
+    serialization then, without importing the module again (as pickle would, running its code)."""
+    (tmp_path / "gtcache_test_leaving.py").write_text("def kept():\n    return 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import gtcache_test_leaving  # type: ignore[import-not-found]
+
+    function = gtcache_test_leaving.kept
+    assert _compat.content_bytes([function]) is not None
+    monkeypatch.delitem(sys.modules, "gtcache_test_leaving")
+    with pytest.raises(TypeError):
+        _compat._REFERENCE(function, True)  # gt4py refuses it now
+    assert _compat.content_bytes([function]) is None
+    assert "gtcache_test_leaving" not in sys.modules
+    monkeypatch.setitem(sys.modules, "gtcache_test_leaving", gtcache_test_leaving)
+    assert _compat.content_bytes([function]) is not None
+
+
 def test_classes_of_a_metaclass_copyreg_reduces_later_are_written_by_their_full_names(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

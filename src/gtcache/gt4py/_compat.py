@@ -246,14 +246,19 @@ def content_bytes(
     ones left out, as gt4py does); classes and functions by a qualified name gt4py accepts;
     everything else as pickle writes it, through the same ``__reduce_ex__(2)`` / ``copyreg``
     reduction gt4py's fallback deconstructs (containers and enums with all their content).
-    ``overrides`` (by type, looked up along the MRO like gt4py's dispatch) mirror a
-    fingerprinter's own deconstructors. Objects gt4py treats otherwise (mocks, data classes
-    that are also containers, modules) make it None. The bytes are hashed, never unpickled.
+    ``overrides`` (by type, looked up along the MRO like gt4py's dispatch; a mapping that
+    does not change) mirror a fingerprinter's own deconstructors. Objects gt4py treats
+    otherwise (mocks, data classes that are also containers, modules) make it None. The
+    bytes are hashed, never unpickled.
     """
     if _DATA_FIELDS is None or _FINGERPRINTED is None or _REFERENCE is None:
         return None  # another gt4py: no shortcut
+    global _copyreg_state
+    if (state := (len(copyreg.dispatch_table), len(copyreg._extension_registry))) != _copyreg_state:  # type: ignore[attr-defined]
+        _BY_REFERENCE.clear()  # what pickle writes by name may have changed (``_written_by_name``)
+        _copyreg_state = state
     stream = io.BytesIO()
-    pickler = _ContentPickler(stream, overrides or {})
+    pickler = _ContentPickler(stream, overrides or _NO_OVERRIDES)
     try:
         pickler.dump(obj)
     except Exception:  # pickling refused something (or an override did): no shortcut
@@ -264,24 +269,16 @@ def content_bytes(
 _DATA_FIELDS: Any = getattr(fingerprinting, "_data_fields", None)
 _FINGERPRINTED: Any = getattr(fingerprinting, "_is_fingerprinted_field", None)
 _REFERENCE: Any = getattr(fingerprinting, "_reference_by_fully_qualified_name", None)
+_NO_OVERRIDES: Mapping[type, Callable[[Any], Reduction]] = {}
 
-#: Per class, how ``_ContentPickler`` writes its instances that no override takes: ``None``
-#: as pickle does, a data class's fingerprinted field names and a function reading their
-#: values (as a tuple), a ``TypeError`` message: refused. Classes do not change in a
-#: process, and neither does what gt4py says of them.
-_CLASS_PLANS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]] | str | None] = {}
+#: What ``_ContentPickler`` does with an object: ``action(pickler, obj)`` returns what
+#: ``reducer_override`` returns.
+_Action = Callable[["_ContentPickler", Any], Any]
 
-
-def _class_plan(cls: type) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]] | str | None:
-    fields = _DATA_FIELDS(cls)
-    if fields is None:
-        return "a module" if issubclass(cls, types.ModuleType) else None
-    if not _PLAIN_DATA_CLASS.isdisjoint(cls.__mro__[1:]):
-        return f"data class '{cls.__qualname__}' is also a container, enum or mock"
-    names = tuple(f.name for f in fields if _FINGERPRINTED(f.metadata))
-    if len(names) > 1:  # the values read in C: a first hit reads some hundred fields
-        return names, operator.attrgetter(*names)
-    return names, (lambda obj: (getattr(obj, names[0]),)) if names else (lambda obj: ())
+#: Per ``overrides`` mapping (by identity, kept alive), per class: the action for its
+#: instances (``_action``), worked out once per class. Classes do not change in a process,
+#: and neither does what gt4py says of them.
+_ACTIONS: dict[int, tuple[Mapping[type, Callable[[Any], Reduction]], dict[type, _Action]]] = {}
 
 
 class _ContentPickler(pickle.Pickler):
@@ -293,46 +290,125 @@ class _ContentPickler(pickle.Pickler):
         # renaming of modules to their Python 2 names, which made two classes one
         # (``collections.UserDict`` and a ``UserDict.IterableUserDict``).
         super().__init__(stream, protocol=2, fix_imports=False)
+        shared = _ACTIONS.get(id(overrides))
+        if shared is None or shared[0] is not overrides:
+            if len(_ACTIONS) >= 64:  # (callers pass module-level mappings: a few)
+                _ACTIONS.clear()
+            shared = _ACTIONS[id(overrides)] = (overrides, {})
         self.overrides = overrides
-        #: Per class, the override its instances take (None: none), found along its MRO once.
-        self._override_of: dict[type, Callable[[Any], Reduction] | None] = {}
+        self._actions = shared[1]
         self.modules: set[str] = set()
 
     def reducer_override(self, obj: Any) -> Any:
-        if obj is data_fields_of or obj is mirrored:
-            return NotImplemented
         cls = type(obj)
-        if self.overrides:
-            override = self._override_of.get(cls, _UNPLANNED)
-            if override is _UNPLANNED:
-                override = self._override_of[cls] = next(
-                    (self.overrides[base] for base in cls.__mro__ if base in self.overrides), None
-                )
-            if override is not None:
-                return override(obj)
-        if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
-            if isinstance(obj, enum.EnumMeta):  # gt4py reads an enum's members (pickle writes
-                self.modules.add(obj.__module__)  # a member as its class and value): its file counts
-            by_name = _written_by_name(obj)
-            if by_name and _pickle_checks_as_gt4py(obj):
-                return NotImplemented  # pickled by reference (pickle checks the name resolves too)
-            name = _REFERENCE(obj, True)  # TypeError where gt4py refuses the reference
-            # What pickle would not write by its name (a reduced metaclass's class) is written
-            # as the name gt4py fingerprints.
-            return NotImplemented if by_name else (mirrored, (b"gtcache-reference", name))
-        plan = _CLASS_PLANS.get(cls, _UNPLANNED)
-        if plan is _UNPLANNED:
-            plan = _CLASS_PLANS[cls] = _class_plan(cls)
-        if plan is None:
+        action = self._actions.get(cls)
+        if action is None:
+            action = self._actions[cls] = _action(cls, self.overrides)
+        return action(self, obj)
+
+
+def _action(cls: type, overrides: Mapping[type, Callable[[Any], Reduction]]) -> _Action:
+    """How ``_ContentPickler`` writes the instances of ``cls``: an override found along its MRO
+    (gt4py's dispatch), a class or function by its name (``_named``), a data class by its
+    fingerprinted fields (``_class_plan``), else as pickle does."""
+    if overrides and (override := next((overrides[base] for base in cls.__mro__ if base in overrides), None)):
+        if cls is types.FunctionType:  # the markers are functions: written by name
+            return lambda pickler, obj: NotImplemented if obj is data_fields_of or obj is mirrored else override(obj)
+        return lambda pickler, obj: override(obj)
+    if issubclass(cls, (type, types.FunctionType, types.BuiltinFunctionType)):
+        return _named_enum if issubclass(cls, enum.EnumMeta) else _named
+    plan = _class_plan(cls)
+    if plan is None:
+        def as_pickle(pickler: _ContentPickler, obj: Any) -> Any:
+            if obj.__class__ is not cls:
+                return _by_claimed_class(pickler, obj)
             return NotImplemented
-        if isinstance(plan, str):
-            raise TypeError(plan)
-        self.modules.add(cls.__module__)
-        names, values = plan
+        return as_pickle
+    if isinstance(plan, str):
+        refusal = plan
+
+        def refuse(pickler: _ContentPickler, obj: Any) -> Any:
+            if obj.__class__ is not cls:
+                return _by_claimed_class(pickler, obj)
+            raise TypeError(refusal)
+        return refuse
+    module, (names, values) = cls.__module__, plan
+
+    def fields(pickler: _ContentPickler, obj: Any) -> Any:
+        if obj.__class__ is not cls:
+            return _by_claimed_class(pickler, obj)
+        pickler.modules.add(module)
         return data_fields_of, (cls, names, values(obj))
+    return fields
 
 
-_UNPLANNED: Any = object()
+def _by_claimed_class(pickler: _ContentPickler, obj: Any) -> Any:
+    """An object whose ``__class__`` is not its class (a mock's says what it mocks): what it
+    claims decides whether it is a class or function, as in ``isinstance`` and gt4py's
+    dispatch; its class decides the rest."""
+    if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
+        return _named_enum(pickler, obj) if isinstance(obj, enum.EnumMeta) else _named(pickler, obj)
+    plan = _class_plan(type(obj))
+    if plan is None:
+        return NotImplemented
+    if isinstance(plan, str):
+        raise TypeError(plan)
+    pickler.modules.add(type(obj).__module__)
+    names, values = plan
+    return data_fields_of, (type(obj), names, values(obj))
+
+
+def _named_enum(pickler: _ContentPickler, obj: Any) -> Any:
+    # gt4py reads an enum's members (pickle writes a member as its class and value): its file counts.
+    pickler.modules.add(obj.__module__)
+    return _named(pickler, obj)
+
+
+def _named(pickler: _ContentPickler, obj: Any) -> Any:
+    """A class or function: by reference when pickle checks its name as gt4py does (pickle also
+    checks that the name leads to it, each time), else as the name gt4py fingerprints (checked
+    by gt4py each time). The first is found once per object: again when its ``__module__`` or
+    ``__qualname__`` was assigned or its module left ``sys.modules`` (pickle would import it again)."""
+    if obj is data_fields_of or obj is mirrored:
+        return NotImplemented
+    module = getattr(obj, "__module__", None)
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    seen = _BY_REFERENCE.get(id(obj))
+    if seen is not None and seen[0] is obj and seen[1] == module and seen[2] == name and sys.modules.get(module) is not None:
+        return NotImplemented
+    by_name = _written_by_name(obj)
+    if by_name and _pickle_checks_as_gt4py(obj):
+        if len(_BY_REFERENCE) >= _MAX_BY_REFERENCE:
+            _BY_REFERENCE.pop(next(iter(_BY_REFERENCE)))
+        _BY_REFERENCE[id(obj)] = (obj, module, name)
+        return NotImplemented  # pickled by reference (pickle checks the name resolves too)
+    reference = _REFERENCE(obj, True)  # TypeError where gt4py refuses the reference
+    # What pickle would not write by its name (a reduced metaclass's class) is written as
+    # the name gt4py fingerprints.
+    return NotImplemented if by_name else (mirrored, (b"gtcache-reference", reference))
+
+
+#: The classes and functions ``_named`` found pickle writes by reference (by identity, kept
+#: alive), with their ``__module__`` and ``__qualname__`` then. Emptied when ``copyreg``'s
+#: tables change (``content_bytes``: they decide ``_written_by_name``). Bounded.
+_BY_REFERENCE: dict[int, tuple[Any, Any, Any]] = {}
+_MAX_BY_REFERENCE = 8192
+_copyreg_state: tuple[int, int] | None = None
+
+
+def _class_plan(cls: type) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]] | str | None:
+    """How instances of ``cls`` that no override takes are written: ``None`` as pickle does, a
+    data class's fingerprinted field names and a function reading their values (as a tuple),
+    a ``TypeError`` message: refused."""
+    fields = _DATA_FIELDS(cls)
+    if fields is None:
+        return "a module" if issubclass(cls, types.ModuleType) else None
+    if not _PLAIN_DATA_CLASS.isdisjoint(cls.__mro__[1:]):
+        return f"data class '{cls.__qualname__}' is also a container, enum or mock"
+    names = tuple(f.name for f in fields if _FINGERPRINTED(f.metadata))
+    if len(names) > 1:  # the values read in C: a first hit reads some hundred fields
+        return names, operator.attrgetter(*names)
+    return names, (lambda obj: (getattr(obj, names[0]),)) if names else (lambda obj: ())
 
 
 def _written_by_name(obj: type | types.FunctionType | types.BuiltinFunctionType) -> bool:
@@ -663,5 +739,6 @@ def _describe_type(value: Any) -> str:
     return repr(value)
 
 
+_UNPLANNED: Any = object()
 #: Per class, the fields ``_describe_type`` writes (None: not a data class).
 _DESCRIBED_FIELDS: dict[type, tuple[str, ...] | None] = {}

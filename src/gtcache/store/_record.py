@@ -181,9 +181,12 @@ class EntryRecord(Frozen):
 def record_digest(data: Mapping[str, Any]) -> str:
     """The ``record_xxh3`` of a record's JSON object: every field but the usage counters."""
     covered = {name: value for name, value in data.items() if name not in _UNCHECKED}
-    text = json.dumps(covered, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    text = _RECORD_ENCODER.encode(covered)
     return xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"))
 
+
+#: ``record_digest``'s encoder, made once (``json.dumps`` with options makes one a call).
+_RECORD_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "key": (str,),
