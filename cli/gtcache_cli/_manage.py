@@ -149,12 +149,14 @@ def clear_command(obj: Context, yes: bool) -> None:
 
 
 @click.command(name="verify", epilog=EXIT_CODES_HELP)
-@click.option("--repair", is_flag=True, help="Quarantine broken entries, remove left-overs, rebuild the index.")
+@click.option("--repair", is_flag=True, help="Quarantine broken entries, remove left-overs and emptied refused"
+              " shard folders (never a chmod), rebuild the index.")
 @json_option
 @pass_context
 def verify_command(obj: Context, repair: bool, as_json: bool) -> None:
     """Check every entry's record and checksums, links, left-overs and the index.
 
+    Also the shard folders whose owner or mode lookups refuse (refused-folder).
     Exit 1 while problems remain.
     """
     report = policies.verify(obj.store(inspect=not repair), repair=repair)

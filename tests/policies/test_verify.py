@@ -156,3 +156,85 @@ def test_the_problem_kinds_are_the_ones_docs_cli_md_explains() -> None:
     section = page.split("## verify", 1)[1].split("\n## ", 1)[0]
     documented = re.findall(r"^\| `([a-z-]+)` \|", section, flags=re.MULTILINE)
     assert sorted(documented) == sorted(typing.get_args(ProblemKind))
+
+
+# -- folders lookups refuse for their owner or mode (a store made under umask 002) -------------------
+
+
+def _group_writable(path: pathlib.Path) -> None:
+    os.chown(path, 0, 65534)  # nogroup: the reader (root) does not trust it
+    os.chmod(path, 0o775)
+
+
+def test_refused_folders_are_problems_and_repair_sets_them_aside_without_a_chmod(make_entry) -> None:
+    """A shard folder lookups refuse refuses every entry published into it again: verify names
+    it (refused-folder) besides its entries (broken-entry); --repair quarantines the entries,
+    removes the emptied shard folders (a direct-link one with its links) and changes no mode: a
+    chmod would trust what an untrusted group member may have written. The next publish makes
+    the shard anew, with the store's mode, and it is served."""
+    import json
+    import stat
+
+    store: gtcache.Store = make_entry.store
+    entries = [make_entry(f"e{i}") for i in range(12)]
+    shards: dict[str, list[gtcache.Entry]] = {}
+    for entry in entries:
+        shards.setdefault(entry.key[:2], []).append(entry)
+    refused_shard = store.root / "entries" / entries[0].key[:2]
+    in_shard = shards[entries[0].key[:2]]
+    alone = next(e for e in entries if e.key[:2] != entries[0].key[:2])  # an entry folder of its own
+    store.link_direct("d" * 32, alone.key)
+    _group_writable(refused_shard)
+    _group_writable(alone.path)
+    _group_writable(store.root / "direct" / "dd")
+    fresh = gtcache.open_store(store.root)
+
+    report = verify(fresh)
+    found = sorted((p.kind, p.path) for p in report.problems)
+    assert found == sorted([
+        ("refused-folder", refused_shard), ("refused-folder", store.root / "direct" / "dd"),
+        ("broken-entry", alone.path), *(("broken-entry", e.path) for e in in_shard),
+    ])
+    for problem in report.problems:
+        assert "is writable by group 'nogroup'" in problem.detail and f"chmod -R go-w {store.root}" in problem.detail
+    shard_problem = next(p for p in report.problems if p.path == refused_shard)
+    assert shard_problem.detail.startswith(f"{len(in_shard)} entr")
+
+    cli = _cli(store.root, "verify", "--json")  # the command, as read-only as verify is
+    assert cli.returncode == 1 and {p["kind"] for p in json.loads(cli.stdout)["problems"]} == {
+        "refused-folder", "broken-entry"}
+
+    repaired = verify(gtcache.open_store(store.root), repair=True)
+    assert repaired.ok, repaired.problems
+    assert sorted((p.kind, p.path) for p in repaired.repaired) == found
+    assert not refused_shard.exists() and not (store.root / "direct" / "dd").exists()
+    quarantined = {p.name.rsplit("-", 2)[0]: p for p in (store.root / "quarantine").iterdir()}
+    assert set(quarantined) == {alone.key, *(e.key for e in in_shard)}
+    # Nothing was chmod-ed: the entry folder set aside keeps the mode and group it had.
+    st = quarantined[alone.key].stat()
+    assert (stat.S_IMODE(st.st_mode), st.st_gid) == (0o775, 65534)
+    survivors = {e.key for e in entries} - set(quarantined)
+    assert {e.key for e in gtcache.open_store(store.root).scan().entries} == survivors
+
+    again = gtcache.open_store(store.root).publish(draft("e0"), {"program.py": b"x" * 1000})
+    assert again.key == entries[0].key
+    shard_st = refused_shard.stat()
+    assert (stat.S_IMODE(shard_st.st_mode), shard_st.st_gid) == (store.modes.folder, 0)
+    assert gtcache.open_store(store.root).lookup(again.key) is not None, "served: its new shard is trusted"
+    assert verify(gtcache.open_store(store.root)).ok
+
+
+def test_repairing_a_refused_shard_never_removes_what_is_still_in_it(make_entry) -> None:
+    """The shard folder goes only once empty (its entries quarantined first): if one could not be
+    moved (a publish landed meanwhile), the shard, the entry and the problem stay."""
+    import stat
+
+    from gtcache.policies.verify import Problem, _repair
+
+    store: gtcache.Store = make_entry.store
+    entry = make_entry("kept")
+    _group_writable(entry.path.parent)
+    _repair(store, Problem("refused-folder", entry.path.parent, "as verify found it"))
+    assert (entry.path / "entry.json").is_file() and stat.S_IMODE(entry.path.parent.stat().st_mode) == 0o775
+    problems = verify(gtcache.open_store(store.root)).problems
+    assert ("refused-folder", entry.path.parent) in {(p.kind, p.path) for p in problems}

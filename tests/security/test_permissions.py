@@ -550,3 +550,77 @@ def test_an_entry_whose_record_someone_untrusted_replaced_is_neither_listed_soun
     report = bundle.export_bundle(store, [info.__class__.make(key=key, path=info.path, raw=info.raw, problem=None)],
                                   tmp_path / "out.tar.gz")
     assert report.entries == 0 and "belongs to user" in report.left_out[key]
+
+
+# -- the folders lookups refuse, found over a whole store (doctor, verify) ---------------------------
+
+
+def group_writable(path: pathlib.Path) -> None:
+    """What a store made under umask 002 has: a folder its (untrusted) group may write."""
+    os.chown(path, 0, NOGROUP, follow_symlinks=False)
+    os.chmod(path, 0o775)
+
+
+def test_the_folders_a_store_scan_refuses_are_the_folders_lookups_refuse(
+    tmp_path: pathlib.Path, private_group_user: str
+) -> None:
+    """``Store.refused_folders`` (the whole-store scan ``verify`` uses) runs the checks
+    lookups make: the entries it finds refused are exactly those whose lookup fails for a folder,
+    with the same reason, under either trust; and it lists nothing through a symlink (a shard
+    pointing out of the store is refused, not listed)."""
+    import pwd
+
+    store = gtcache.open_store(tmp_path / "store")
+    keys = sorted(publish(store, f"p{i}").key for i in range(40))
+    by_shard: dict[str, list[str]] = {}
+    for key in keys:
+        by_shard.setdefault(key[:2], []).append(key)
+    shared_shard = next(shard for shard, members in by_shard.items() if len(members) > 1)
+    single = [members[0] for shard, members in by_shard.items() if shard != shared_shard and len(members) == 1]
+    own_mode, foreign_owner, in_linked_shard = single[:3]
+    group_writable(store.root / "entries" / shared_shard)  # every entry in it refused
+    group_writable(store.entry_path(own_mode))  # an entry folder alone
+    os.chown(store.entry_path(foreign_owner), pwd.getpwnam(private_group_user).pw_uid, 0)  # another user's
+    store.link_direct("ab" * 16, keys[0])
+    group_writable(store.root / "direct" / "ab")
+    # A shard that is a symlink to a folder outside the store, holding a refused entry folder.
+    outside = tmp_path / "outside"
+    shutil.move(store.root / "entries" / in_linked_shard[:2], outside)
+    (store.root / "entries" / in_linked_shard[:2]).symlink_to(outside)
+    group_writable(outside / in_linked_shard)
+
+    reader = gtcache.open_store(store.root, trust=TrustPolicy.from_ids((), ()))
+    found = list(reader.refused_folders())
+    entries = store.root / "entries"
+    assert {(f.path, f.what, f.refused) for f in found} == {
+        (entries / shared_shard, "shard", len(by_shard[shared_shard])),
+        (store.entry_path(own_mode), "entry", 1),
+        (store.entry_path(foreign_owner), "entry", 1),
+        (entries / in_linked_shard[:2], "shard", None),  # refused; nothing listed through it
+        (store.root / "direct" / "ab", "direct", 1),
+    }
+    assert not any(str(f.path).startswith(str(outside)) for f in found)
+    # The same entries and reasons as lookups (a fresh store: no check remembered).
+    lookups = gtcache.open_store(store.root, trust=TrustPolicy.from_ids((), ()))
+    refused_by_lookup = {}
+    for key in keys:
+        try:
+            lookups.lookup(key)
+        except gtcache.CorruptEntryError as error:
+            refused_by_lookup[key] = error.reason
+    reasons = {f.path: f.problem for f in found}
+    expected = {
+        key: reasons.get(store.entry_path(key)) or reasons[store.entry_path(key).parent]
+        for key in [*by_shard[shared_shard], own_mode, foreign_owner, in_linked_shard]
+    }
+    assert refused_by_lookup == expected
+    assert f"run 'chmod -R go-w {store.root}'" in reasons[entries / shared_shard]
+    assert f"GTCACHE_TRUSTED_USERS={private_group_user}" in reasons[store.entry_path(foreign_owner)]
+    assert reader.build_key_of("ab" * 16) is None, "the refused direct-link folder's link is not followed"
+    # Trusting that group and that user: nothing refused, by the scan or by lookups (but the symlink).
+    trusting = TrustPolicy.from_env({"GTCACHE_TRUSTED_GROUPS": "nogroup", "GTCACHE_TRUSTED_USERS": private_group_user})
+    trusted = gtcache.open_store(store.root, trust=trusting)
+    assert [(f.path, f.what) for f in trusted.refused_folders()] == [(entries / in_linked_shard[:2], "shard")]
+    for key in keys:
+        if key != in_linked_shard:
+            assert trusted.lookup(key) is not None

@@ -8,6 +8,7 @@ Problems and what ``repair`` does with them:
 | ``broken-entry`` | record unreadable or invalid (an artifact naming a file the entry does not list), a file missing, not a regular file, of the wrong size or checksum | moved to ``quarantine/`` |
 | ``extra-file`` | a file in an entry folder that its record does not list | removed (a symlink itself, never its target) |
 | ``orphan`` | something under ``entries/`` that is not an entry folder at its place, a symlinked shard or entry folder among them | removed (a symlink itself, never its target) |
+| ``refused-folder`` | a shard folder (``entries/<xx>``, ``direct/<xx>``) whose owner or mode makes lookups refuse all it holds (a store made under umask 002): its entries are ``broken-entry`` problems, its links never followed; an entry folder of its own is a ``broken-entry`` alone | ``entries/<xx>``: removed once empty (its entries quarantined); ``direct/<xx>``: removed with its links; made anew, with the store's mode, by the next publish. Never ``chmod``: that would trust what someone untrusted may have written |
 | ``leftover`` | a staging folder in ``tmp/`` or a temp file older than the grace period, anything in ``trash/`` | removed |
 | ``dangling-link`` | a direct link to no sound entry, or unreadable | removed |
 | ``index`` | the index could not be read, or holds rows that are not gtcache's JSON text (a pickle: never loaded) | rebuilt |
@@ -22,11 +23,12 @@ by descriptors).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import pathlib
 import time
-from collections.abc import Set as AbstractSet
+from collections.abc import Mapping, Set as AbstractSet
 from typing import Any, Literal
 
 from gtcache.errors import CorruptEntryError
@@ -38,6 +40,7 @@ from gtcache.store import (
     ENTRY_FILE,
     TMP_DIR,
     TRASH_DIR,
+    RefusedFolder,
     Store,
     is_key,
     remove_tree,
@@ -50,8 +53,16 @@ DEFAULT_GRACE_SECONDS = 3600.0
 
 
 #: What ``verify`` finds: "symlink" (a store folder that is a link), "orphan", "index",
-#: "broken-entry", "leftover", "extra-file" or "dangling-link" (docs/cli.md, ``verify``).
-ProblemKind = Literal["symlink", "orphan", "index", "broken-entry", "leftover", "extra-file", "dangling-link", "config"]
+#: "broken-entry", "leftover", "extra-file", "dangling-link", "config" or "refused-folder"
+#: (docs/cli.md, ``verify``).
+ProblemKind = Literal[
+    "symlink", "orphan", "index", "broken-entry", "leftover", "extra-file", "dangling-link", "config",
+    "refused-folder",
+]
+
+#: The order repairs run in: the store's own folders first (every other repair writes through
+#: them), a refused shard folder last (removed once its entries are quarantined).
+_REPAIR_ORDER = {"symlink": 0, "refused-folder": 2}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,12 +104,12 @@ def verify(store: Store, *, repair: bool = False, grace_seconds: float = DEFAULT
     problems, entries, notes = _check(store, grace_seconds)
     if not repair or not problems:
         return VerifyReport(store.root, entries, tuple(problems), notes=tuple(notes))
-    # Mend the store's own folders first: every other repair writes through them.
-    for problem in sorted(problems, key=lambda p: p.kind != "symlink"):
+    for problem in sorted(problems, key=lambda p: _REPAIR_ORDER.get(p.kind, 1)):
         _repair(store, problem)
+    store.recheck_folders()  # checked again, not taken from before the repairs
     store.rebuild_index()
     remaining, entries, notes = _check(store, grace_seconds)
-    repaired = tuple(p for p in problems if p.kind != "config")
+    repaired = tuple(p for p in problems if p.kind != "config" and p not in remaining)
     return VerifyReport(store.root, entries, tuple(remaining), repaired=repaired, notes=tuple(notes))
 
 
@@ -113,6 +124,11 @@ def _check(store: Store, grace: float) -> tuple[list[Problem], int, list[str]]:
         Problem("symlink", path, f"{what}, not a folder of the store; nothing is written through it")
         for path, what in store.unsafe_folders()
     ]
+    # Shard folders whose owner or mode lookups refuse (the checks lookups make): the entries
+    # in one are broken-entry problems below; a symlinked shard is an orphan.
+    refused = {
+        found.path: found for found in store.refused_folders(entry_folders=False) if found.refused is not None
+    }
     entries_dir = store.root / ENTRIES_DIR
     for shard in _listdir(entries_dir, unsafe):
         if not (
@@ -122,6 +138,8 @@ def _check(store: Store, grace: float) -> tuple[list[Problem], int, list[str]]:
             what = "a symlink, not a shard folder" if shard.is_symlink() else "not a shard folder"
             problems.append(Problem("orphan", pathlib.Path(shard.path), what))
             continue
+        if (found := refused.get(pathlib.Path(shard.path))) is not None:
+            problems.append(Problem("refused-folder", found.path, f"{_refused_what(found)}: {found.problem}"))
         for item in _listdir(shard):
             if not (item.is_dir(follow_symlinks=False) and is_key(item.name) and item.name.startswith(shard.name)):
                 what = "a symlink, not an entry folder" if item.is_symlink() else "not an entry folder"
@@ -135,7 +153,7 @@ def _check(store: Store, grace: float) -> tuple[list[Problem], int, list[str]]:
     problems += _check_leftovers(store, now, grace, unsafe)
     # A setting that does not check out: caps would not be enforced (never repaired: say what to set).
     problems += [Problem("config", store.root / CONFIG_FILE, detail) for detail in config_file_problems(store.root)]
-    problems += _check_links(store, sound, now, grace, unsafe)
+    problems += _check_links(store, sound, now, grace, unsafe, refused)
     index = "unavailable" if store.index_dir in unsafe else store.check_index()
     if index == "rebuilt":
         problems.append(Problem("index", store.index_dir, "the index was unreadable; rebuilt"))
@@ -184,12 +202,19 @@ def _check_leftovers(store: Store, now: float, grace: float, unsafe: set[pathlib
     return problems
 
 
-def _check_links(store: Store, sound: set[str], now: float, grace: float, unsafe: set[pathlib.Path]) -> list[Problem]:
+def _check_links(
+    store: Store, sound: set[str], now: float, grace: float, unsafe: set[pathlib.Path],
+    refused: Mapping[pathlib.Path, RefusedFolder],
+) -> list[Problem]:
     problems = []
     for shard in _listdir(store.root / DIRECT_DIR, unsafe):
         if not shard.is_dir(follow_symlinks=False):
             if shard.is_symlink() or now - _mtime(shard) > grace:
                 problems.append(Problem("leftover", pathlib.Path(shard.path), "not a direct-link folder"))
+            continue
+        if (found := refused.get(pathlib.Path(shard.path))) is not None:
+            # No link in it is followed; the repair removes them with it (as dangling links).
+            problems.append(Problem("refused-folder", found.path, f"{_refused_what(found)}: {found.problem}"))
             continue
         for item in _listdir(shard):
             path = pathlib.Path(item.path)
@@ -203,9 +228,26 @@ def _check_links(store: Store, sound: set[str], now: float, grace: float, unsafe
     return problems
 
 
+def _refused_what(found: RefusedFolder) -> str:
+    count = found.refused or 0
+    if found.what == "direct":
+        return f"{count} direct link{'' if count == 1 else 's'} in it not followed"
+    return f"{count} entr{'y' if count == 1 else 'ies'} in it refused (each a broken-entry)"
+
+
 def _repair(store: Store, problem: Problem) -> None:
     if problem.kind == "symlink":
         store.repair_folder(problem.path)
+    elif problem.kind == "refused-folder":
+        # Never chmod: that would trust what someone untrusted may have written. A shard
+        # folder goes (the next publish makes it anew, with the store's mode): a direct-link
+        # folder with its links (hints, not followed anyway), an entry shard once its entries
+        # are quarantined (else it stays, and is reported again).
+        if problem.path.parent.name == DIRECT_DIR:
+            remove_tree(problem.path)  # a symlink is unlinked itself, never followed
+        else:
+            with contextlib.suppress(OSError):
+                os.rmdir(problem.path)  # only an empty folder; never follows a symlink
     elif problem.kind == "broken-entry" and problem.key is not None:
         store.quarantine(problem.key)
     elif problem.kind in ("extra-file", "orphan", "leftover", "dangling-link"):

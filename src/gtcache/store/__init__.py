@@ -21,7 +21,7 @@ from gtcache.store._layout import (
 )
 from gtcache.store._record import SCHEMA_VERSION, EntryRecord, FileRecord, now_iso
 from gtcache.store._open import open_store
-from gtcache.store._store import Entry, EntryDraft, IndexState, Store
+from gtcache.store._store import Entry, EntryDraft, IndexState, RefusedFolder, Store
 from gtcache.store._trust import StoreModes, TrustPolicy, check_store
 
 if TYPE_CHECKING:
@@ -68,6 +68,7 @@ __all__ = [
     "FileRecord",
     "IndexState",
     "LedgerTotals",
+    "RefusedFolder",
     "Store",
     "StoreScan",
     "StoreLock",

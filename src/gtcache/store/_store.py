@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # what only listing and maintenance use is imported when they
     from gtcache.store._lock import StoreLock
     from gtcache.store._scan import EntryInfo, StoreScan
 
-__all__ = ["Entry", "EntryDraft", "Store"]
+__all__ = ["Entry", "EntryDraft", "RefusedFolder", "Store"]
 
 
 class EntryDraft(Frozen):
@@ -73,6 +73,20 @@ class Entry(Frozen):
 
     def file(self, name: str) -> pathlib.Path:
         return self.path / name
+
+
+class RefusedFolder(Frozen):
+    """A folder whose owner or mode makes lookups refuse what it holds (``Store.refused_folders``)."""
+
+    path: pathlib.Path
+    #: "shard" (``entries/<xx>``), "entry" (``entries/<xx>/<key>``) or "direct" (``direct/<xx>``).
+    what: str
+    #: Why, as lookups say it (the reason of their ``CorruptEntryError``, the fix included).
+    problem: str
+    #: What lookups refuse because of it: the entry folders it holds (1 for an entry folder),
+    #: or the direct links (a "direct" folder). None for a folder that is a symlink: nothing
+    #: is listed through one.
+    refused: int | None
 
 
 #: How the index compares with the entry folders (``Store.check_index``).
@@ -696,6 +710,64 @@ class Store:
             self._unsafe = tuple(found)
         return self._unsafe
 
+    def refused_folders(self, *, entry_folders: bool = True) -> Iterator[RefusedFolder]:
+        """The shard folders (``entries/<xx>``, ``direct/<xx>``) and entry folders whose owner
+        or mode makes lookups refuse what they hold, each checked by what lookups call
+        (``_shard_problem``, ``_folder_problem``: one rule), in name order; nothing when
+        ``trust`` is None. An entry folder in a refused shard is counted in the shard's
+        ``refused``, not listed; ``entry_folders=False`` leaves out the entry folders of the
+        other shards (their ``lstat`` each). The fixed folders are checked when the store is
+        opened (``check_store``): they are not here.
+
+        Bounded for a large store: one ``lstat`` per folder, no entry's file opened; nothing
+        followed through a symlink (a shard that is a symlink is refused, not listed, and a
+        folder is listed through a descriptor opened with ``O_NOFOLLOW``, in case one is
+        swapped for a symlink meanwhile).
+        """
+        if self.trust is None:
+            return
+        unsafe = {os.fspath(path) for path, _ in self.unsafe_folders()}
+        for fixed in (_layout.ENTRIES_DIR, _layout.DIRECT_DIR):
+            top = f"{self._root}/{fixed}"
+            if top in unsafe:
+                continue  # a symlink or a file (``verify`` names it): never listed through
+            for name, kind in _folder_items(top):
+                if kind == "other" or len(name) != 2 or not all(c in "0123456789abcdef" for c in name):
+                    continue  # not a shard lookups could reach (``verify``: an orphan)
+                shard = f"{top}/{name}"
+                problem = self._shard_problem(f"{shard}/")  # as a lookup checks the shard of its key
+                what = "direct" if fixed == _layout.DIRECT_DIR else "shard"
+                if kind == "link":  # refused ("not a real folder"), never listed through
+                    if problem is not None:
+                        yield RefusedFolder(pathlib.Path(shard), what, problem, None)
+                    continue
+                if what == "direct":
+                    if problem is not None:
+                        links = sum(_layout.is_key(n) for n, _ in _folder_items(shard))
+                        yield RefusedFolder(pathlib.Path(shard), what, problem, links)
+                    continue
+                if problem is None and not entry_folders:
+                    continue
+                refused = 0
+                for key, item_kind in _folder_items(shard):
+                    if item_kind == "other" or not (_layout.is_key(key) and key.startswith(name)):
+                        continue
+                    folder = f"{shard}/{key}"
+                    if (why := self._folder_problem(folder)) is None:
+                        continue
+                    if why == problem:
+                        refused += 1  # lookups stop at the shard's problem
+                    else:
+                        yield RefusedFolder(pathlib.Path(folder), "entry", why, 1)
+                if problem is not None:
+                    yield RefusedFolder(pathlib.Path(shard), what, problem, refused)
+
+    def recheck_folders(self) -> None:
+        """Forget the folder checks made once per ``Store`` (``unsafe_folders``, the shard
+        folders' ``_shard_problem``): after a repair, they are made again when next needed."""
+        self._unsafe = None
+        self._shards.clear()
+
     def repair_folder(self, path: pathlib.Path) -> None:
         """Replace the fixed folder ``path`` that is a symlink or a file by an empty folder.
 
@@ -744,6 +816,27 @@ def _real_folder_problem(path: str, trust: TrustPolicy | None, root: str) -> str
     if "writable by" in head:
         advice = f"run 'chmod -R go-w {root}', or set GTCACHE_TRUSTED_GROUPS if its group may write it"
     return f"folder {head}, so it is not loaded; {advice}"
+
+
+def _folder_items(path: str) -> list[tuple[str, str]]:
+    """The items of the folder ``path``, sorted, as (name, "folder" | "link" | "other");
+    none when ``path`` is a symlink (opened with ``O_NOFOLLOW``) or cannot be listed."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return []
+    found = []
+    try:
+        with os.scandir(fd) as items:
+            for item in items:
+                with contextlib.suppress(OSError):
+                    kind = "link" if item.is_symlink() else "folder" if item.is_dir(follow_symlinks=False) else "other"
+                    found.append((item.name, kind))
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return sorted(found)
 
 
 def _read_fd(fd: int, size: int, limit: int | None = None) -> bytes:

@@ -25,7 +25,8 @@ in the reader's processes. The rules, checked by the READER once per opening:
   could swap a checked library for another between its checksum and its load.
   Anything owned by an untrusted user or writable by one, or a folder that is a
   symlink, makes the entry broken (never loaded). ``Store.build_key_of`` checks a
-  direct link and its shard folder alike.
+  direct link and its shard folder alike. ``Store.refused_folders`` makes the same
+  folder checks over a whole store (``gtcache verify``).
 - The root is resolved (``realpath``) before the checks, and the store is used
   at the resolved path: a symlink on the way cannot be re-pointed after them.
 - ``GTCACHE_TRUSTED_USERS='*'`` trusts everyone: the check is off (file systems
