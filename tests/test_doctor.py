@@ -15,6 +15,7 @@ import pytest
 import gtcache
 from gtcache import doctor
 from gtcache.settings import Settings
+from tests.helpers import publish
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -146,3 +147,92 @@ def test_read_only_tiers(tmp_path: pathlib.Path, tier_exists: bool) -> None:
     report = doctor.diagnose(settings, env={}, import_gt4py=False)
     (reported,) = report.store.tiers
     assert reported.path == tier and (reported.problem is None) == tier_exists
+
+
+# -- folders lookups refuse (a store made under umask 002) ------------------------------------------
+
+#: A group the reader does not trust (tests run as root, whose private group would be trusted).
+NOGROUP = 65534
+
+
+def _group_writable(*folders: pathlib.Path) -> None:
+    for folder in folders:
+        os.chown(folder, 0, NOGROUP)
+        os.chmod(folder, 0o775)
+
+
+def test_folders_lookups_refuse_are_counted_named_and_make_doctor_exit_1(tmp_path: pathlib.Path) -> None:
+    """Every shard and entry folder group-writable (a store made under umask 002): lookups refuse
+    each entry (it compiles on every run); doctor says how many, names the first few with the
+    reason and the fix lookups' warning gives, and exits 1. Declaring the group: exit 0."""
+    store = gtcache.open_store(tmp_path / "store")
+    keys = [publish(store, f"p{i}").key for i in range(12)]
+    store.link_direct("ab" * 16, keys[0])
+    _group_writable(*(p for top in ("entries", "direct") for p in (store.root / top).rglob("*") if p.is_dir()))
+    shards = sorted({key[:2] for key in keys})
+
+    proc = _doctor(tmp_path, "--json", GTCACHE_DIR=str(store.root))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    refused = report["store"]["refused"]
+    assert (refused["folders"], refused["entries"], refused["links"]) == (len(shards) + 1, 12, 1)
+    assert [(f["path"], f["what"]) for f in refused["first"]] == [
+        (str(store.root / "entries" / shard), "shard") for shard in shards[:5]
+    ]
+    assert all("is writable by group 'nogroup'" in f["reason"] for f in refused["first"])
+    fix = f"run 'chmod -R go-w {store.root}', or set GTCACHE_TRUSTED_GROUPS if its group may write it"
+    with pytest.raises(gtcache.CorruptEntryError) as caught:  # what lookups say (and their warning)
+        gtcache.open_store(store.root).lookup(keys[0])
+    assert fix in str(caught.value)
+    assert refused["fix"].startswith(fix) and "'gtcache verify --repair'" in refused["fix"]
+    assert report["problem"] == report["verdict"]
+    assert report["problem"].startswith(
+        f"Lookups refuse {len(shards) + 1} folders of the store '{store.root}' for their owner or mode"
+        " (12 entries compiled again instead of loaded, 1 direct link not followed): " + fix
+    ), report["problem"]
+
+    text = _doctor(tmp_path, GTCACHE_DIR=str(store.root))
+    assert text.returncode == 1
+    assert text.stderr.strip().splitlines()[-1] == f"Error: {report['problem']}"
+    assert (f"folders lookups refuse (owner or mode): {len(shards) + 1} folders, 12 entries never loaded,"
+            " 1 direct link not followed") in text.stdout
+    assert f"    folder '{store.root / 'entries' / shards[0]}' is writable by group 'nogroup'" in text.stdout
+    assert f"... and {len(shards) + 1 - 5} more" in text.stdout and f"  fix: {fix}" in text.stdout
+
+    trusted = _doctor(tmp_path, "--json", GTCACHE_DIR=str(store.root), GTCACHE_TRUSTED_GROUPS="nogroup")
+    assert trusted.returncode == 0, trusted.stdout + trusted.stderr
+    data = json.loads(trusted.stdout)
+    assert data["store"]["refused"] == {"folders": 0, "entries": 0, "links": 0, "first": [], "fix": None}
+
+
+@pytest.mark.parametrize("where", ["store", "tier"])
+def test_a_refused_folder_fails_the_store_and_is_shown_for_a_tier(tmp_path: pathlib.Path, where: str) -> None:
+    """As doctor treats a tier it cannot use: shown, but model runs go on without it (exit 0);
+    the store's own refused folders are the reason (exit 1)."""
+    main, tier = gtcache.open_store(tmp_path / "main"), gtcache.open_store(tmp_path / "tier")
+    key = publish(main if where == "store" else tier).key
+    shard = (main if where == "store" else tier).root / "entries" / key[:2]
+    _group_writable(shard)
+    env = {"GTCACHE_DIR": str(main.root), "GTCACHE_READONLY_DIRS": str(tier.root)}
+    report = doctor.diagnose(Settings.from_env(env=env), env=env, import_gt4py=False)
+    (tier_report,) = report.store.tiers
+    assert report.store.refused is not None and tier_report.refused is not None
+    refused, clean = (report.store.refused, tier_report.refused)[:: 1 if where == "store" else -1]
+    assert (refused.folders, refused.entries, [f.path for f in refused.first]) == (1, 1, [shard])
+    assert clean.folders == 0
+    if where == "store":
+        assert report.problem is not None and report.problem.startswith("Lookups refuse 1 folder of the store")
+    else:
+        assert report.problem is None and tier_report.problem is None
+
+
+def test_a_facts_folder_others_can_write_is_the_store_opening_check(tmp_path: pathlib.Path) -> None:
+    """``facts/`` is a fixed folder: checked when the store is opened, so doctor names it as a store
+    that cannot be opened (no model run uses it), not among the refused folders."""
+    store = gtcache.open_store(tmp_path / "store")
+    (store.root / "facts").mkdir()
+    _group_writable(store.root / "facts")
+    env = {"GTCACHE_DIR": str(store.root)}
+    report = doctor.diagnose(Settings.from_env(env=env), env=env, import_gt4py=False)
+    assert report.store.refused is None
+    assert report.problem is not None and f"'{store.root / 'facts'}' is writable by group 'nogroup'" in report.problem

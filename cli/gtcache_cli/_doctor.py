@@ -7,7 +7,7 @@ import json
 import click
 
 from gtcache_cli._common import EXIT_CODES_HELP, Context, json_option, pass_context
-from gtcache_cli._text import escape
+from gtcache_cli._text import escape, plural
 
 
 @click.command(name="doctor", epilog=EXIT_CODES_HELP)
@@ -17,9 +17,10 @@ def doctor_command(obj: Context, as_json: bool) -> None:
     """Say whether model runs in this interpreter are served from the store, and if not, why.
 
     Shows the versions, the start-up hook, every GTCACHE_* setting and where it came
-    from, the store (owner, mode, free space, locking), the read-only tiers, each remote
-    (GTCACHE_REMOTE) and whether it answers, and the toolchain facts in keys. Exits 1, naming the reason, when GTCACHE_DIR is set but a
-    model run would not be served. Run it with the model's interpreter
+    from, the store (owner, mode, free space, locking, the folders whose owner or mode
+    lookups refuse), the read-only tiers, each remote (GTCACHE_REMOTE) and whether it
+    answers, and the toolchain facts in keys. Exits 1, naming the reason, when GTCACHE_DIR
+    is set but a model run would not be served. Run it with the model's interpreter
     (`python -m gtcache_cli doctor`) if that is not the one of this `gtcache`.
     """
     from gtcache.doctor import diagnose
@@ -69,8 +70,10 @@ def _text(report: object) -> None:
         echo(f"  note: {note}")
     if store.problem:
         echo(f"  problem: {store.problem}")
+    _refused(store.refused)
     for tier in store.tiers:
         echo(f"Read-only tier: {tier.path}  {tier.problem or 'ok'}")
+        _refused(tier.refused)
     for remote in report.remotes:
         trusted = ", trusted" if remote.trusted else ""
         echo(f"Remote:        {escape(remote.name)} ({remote.mode}{trusted})  {escape(remote.problem or 'answers')}")
@@ -85,6 +88,27 @@ def _text(report: object) -> None:
         echo("GPU:           no toolkit (nvcc, hipcc) found, no device arch known")
     if report.problem is None:
         echo(report.verdict)
+
+
+def _refused(refused: object) -> None:
+    """The folders lookups refuse for their owner or mode: counts, the first few, the fix."""
+    from gtcache.doctor import RefusedReport
+
+    if not isinstance(refused, RefusedReport):
+        return  # not looked at: the store cannot be opened, or does not exist
+    if not refused.folders:
+        click.echo("  folders lookups refuse: none")
+        return
+    lost = [f"{plural(refused.entries, 'entry', 'entries')} never loaded"] if refused.entries else []
+    if refused.links:
+        lost.append(f"{plural(refused.links, 'direct link')} not followed")
+    click.echo(f"  folders lookups refuse (owner or mode): {plural(refused.folders, 'folder')}"
+               + "".join(f", {item}" for item in lost))
+    for folder in refused.first:  # the reason without the fix, which follows once
+        click.echo(f"    {escape(folder.reason.partition(', so it is not loaded')[0])}")
+    if (more := refused.folders - len(refused.first)) > 0:
+        click.echo(f"    ... and {more} more ('gtcache verify' names each entry)")
+    click.echo(f"  fix: {escape(refused.fix or '')}")
 
 
 COMMANDS = (doctor_command,)

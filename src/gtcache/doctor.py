@@ -6,8 +6,9 @@ this gt4py is supported, whether the start-up hook (``gtcache-autoload.pth``) is
 installed in this interpreter and did install the gt4py hook, every
 ``GTCACHE_*`` setting in effect and where it came from, the store (path, layout
 version, owner, mode, writability, free space, locking method, index, read-only
-tiers) and the toolchain facts that go into keys. ``DoctorReport.problem`` is the
-one reason a model run would not be served from the store, or None.
+tiers, the folders whose owner or mode lookups refuse) and the toolchain facts that go
+into keys. ``DoctorReport.problem`` is the one reason a model run would not be served from
+the store, or None.
 
 Importing gt4py is part of the diagnosis (it is what a model run does): with
 ``GTCACHE_DIR`` set, the start-up hook installs the gt4py hook in this process too.
@@ -29,14 +30,19 @@ import sys
 import sysconfig
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gtcache import _env, settings as settings_module
 from gtcache._version import __version__
 from gtcache.errors import GtcacheError, StoreVersionError
 from gtcache.settings import Settings
 
-__all__ = ["SUPPORTED_GT4PY", "DoctorReport", "SettingReport", "StoreReport", "TierReport", "diagnose"]
+if TYPE_CHECKING:
+    from gtcache.store import Store, TrustPolicy
+
+__all__ = [
+    "SUPPORTED_GT4PY", "DoctorReport", "RefusedReport", "SettingReport", "StoreReport", "TierReport", "diagnose",
+]
 
 #: The gt4py versions gtcache supports: from the first, below the second (pyproject.toml's
 #: ``gt4py>=1.2.1,<1.3``; ``gtcache.gt4py._compat`` knows their differences).
@@ -61,10 +67,56 @@ class SettingReport:
     source: str
 
 
+#: How many refused folders the report names (all are counted).
+REFUSED_SHOWN = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class RefusedFolderReport:
+    path: pathlib.Path
+    #: "shard" (``entries/<xx>``), "entry" (``entries/<xx>/<key>``) or "direct" (``direct/<xx>``).
+    what: str
+    #: Why lookups refuse it, as they say it (their warning names the same fix).
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class RefusedReport:
+    """The folders of a store whose owner or mode makes lookups refuse what they hold
+    (``Store.refused_folders``: the checks lookups make, one ``lstat`` per folder)."""
+
+    #: How many folders lookups refuse.
+    folders: int
+    #: Entries never loaded because of them: each compiles again, on every run while its
+    #: shard folder is refused (a new entry lands in the same folder).
+    entries: int
+    #: Direct links not followed because of them (a hit then lowers its program first).
+    links: int
+    #: The first few (``REFUSED_SHOWN``), in path order.
+    first: tuple[RefusedFolderReport, ...]
+    #: What to do: the advice of lookups' warning, then the alternative that keeps no mode.
+    fix: str | None
+
+    def summary(self, root: pathlib.Path) -> str:
+        """One sentence: what is refused, what that costs, what to do."""
+        lost = []
+        if self.entries:
+            lost.append(f"{_plural(self.entries, 'entry', 'entries')} compiled again instead of loaded")
+        if self.links:
+            lost.append(f"{_plural(self.links, 'direct link')} not followed")
+        cost = f" ({', '.join(lost)})" if lost else ""
+        return (
+            f"Lookups refuse {_plural(self.folders, 'folder')} of the store '{root}' for their owner or mode{cost}:"
+            f" {self.fix}."
+        )
+
+
 @dataclasses.dataclass(frozen=True)
 class TierReport:
     path: pathlib.Path
     problem: str | None
+    #: Its folders that lookups refuse (None: not looked at, the tier is not used).
+    refused: RefusedReport | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +148,9 @@ class StoreReport:
     #: What deserves a look but does not stop a run: not writable, owned by another user,
     #: writable by everyone, ... (checks of who may write the store add their findings here).
     notes: tuple[str, ...]
+    #: Its folders that lookups refuse for their owner or mode (None: not looked at, the
+    #: store could not be opened or does not exist).
+    refused: RefusedReport | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,6 +233,8 @@ def diagnose(
             problems.append(gt4py_problem)
         if store.problem is not None:
             problems.append(store.problem)
+        if store.refused is not None and store.refused.folders:
+            problems.append(store.refused.summary(store.path))
         if not problems and import_gt4py and not hook_active:
             reason = f": {hook_warnings[0]}" if hook_warnings else ""
             problems.append(f"The start-up hook did not install the gt4py hook in this interpreter{reason}")
@@ -310,13 +367,14 @@ def _store_report(settings: Settings) -> StoreReport:
     layout_version: int | None = None
     locking: str | None = None
     writable = False
+    refused: RefusedReport | None = None
     if exists:
         info = root.stat()
         owner = _user(info.st_uid)
         mode = f"{stat.filemode(info.st_mode)} ({info.st_mode & 0o7777:04o})"
         notes.extend(_ownership_notes(info))
         try:
-            store = open_store(root, index_dir=settings.index_dir, create=False)
+            store = open_store(root, index_dir=settings.index_dir, create=False, trust=_trust(settings))
         except StoreVersionError as error:
             layout_version = error.found if isinstance(error.found, int) else None
             problem = f"The store '{root}' cannot be opened: {error}"
@@ -329,6 +387,7 @@ def _store_report(settings: Settings) -> StoreReport:
         else:
             layout_version = LAYOUT_VERSION
             writable = not store.read_only
+            refused = _refused(store)
             if writable:
                 try:
                     locking = store.lock("doctor", settings.locking).effective_method()
@@ -351,8 +410,45 @@ def _store_report(settings: Settings) -> StoreReport:
     return StoreReport(
         path=root, exists=exists, layout_version=layout_version, owner=owner, mode=mode, writable=writable,
         free_bytes=free, locking=locking, index_dir=settings.index_dir or root / "index",
-        tiers=tuple(_tier(path) for path in settings.readonly_dirs), problem=problem, notes=tuple(notes),
+        tiers=tuple(_tier(path, settings) for path in settings.readonly_dirs), problem=problem, notes=tuple(notes),
+        refused=refused,
     )
+
+
+def _trust(settings: Settings) -> TrustPolicy:
+    """The trust a model run with these settings has (``GTCACHE_TRUSTED_USERS`` / ``_GROUPS``)."""
+    from gtcache.store import TrustPolicy
+
+    return TrustPolicy.from_ids(settings.trusted_users, settings.trusted_groups)
+
+
+def _refused(store: Store) -> RefusedReport:
+    """``store.refused_folders()`` counted, the first few kept, and the fix lookups' warning names."""
+    folders = entries = links = 0
+    first: list[RefusedFolderReport] = []
+    advice: list[str] = []
+    for found in store.refused_folders():
+        folders += 1
+        if found.what == "direct":
+            links += found.refused or 0
+        else:
+            entries += found.refused or 0
+        if len(first) < REFUSED_SHOWN:
+            first.append(RefusedFolderReport(found.path, found.what, found.problem))
+        # The advice is what follows the reason in lookups' wording ("..., so it is not loaded; run
+        # 'chmod -R go-w <store>', ..."); a folder that is a symlink has none: verify --repair removes it.
+        said = found.problem.partition(", so it is not loaded; ")[2] or "run 'gtcache verify --repair'"
+        if said not in advice:
+            advice.append(said)
+    if not folders:
+        return RefusedReport(0, 0, 0, (), None)
+    if "run 'gtcache verify --repair'" not in advice:
+        advice.append(
+            "or, if someone you do not trust may have written in them, run 'gtcache verify --repair': it moves"
+            " their entries to quarantine/ (they compile again) and removes the emptied shard folders, changing"
+            " no mode"
+        )
+    return RefusedReport(folders, entries, links, tuple(first), "; ".join(advice))
 
 
 def _remotes(settings: Settings) -> tuple[RemoteReport, ...]:
@@ -406,14 +502,17 @@ def _ownership_notes(info: os.stat_result) -> list[str]:
     return notes
 
 
-def _tier(path: pathlib.Path) -> TierReport:
+def _tier(path: pathlib.Path, settings: Settings) -> TierReport:
     from gtcache.store import open_store
 
     try:
-        open_store(path, read_only=True).close()
+        tier = open_store(path, read_only=True, trust=_trust(settings))
     except (GtcacheError, OSError) as error:
         return TierReport(path, f"Not used: {error}")
-    return TierReport(path, None)
+    try:
+        return TierReport(path, None, _refused(tier))
+    finally:
+        tier.close()
 
 
 def _empty(path: pathlib.Path) -> bool:
@@ -428,6 +527,10 @@ def _existing_parent(path: pathlib.Path) -> pathlib.Path | None:
         if parent.is_dir():
             return parent
     return None
+
+
+def _plural(count: int, one: str, many: str | None = None) -> str:
+    return f"{count} {one if count == 1 else (many or one + 's')}"
 
 
 def _user(uid: int) -> str:

@@ -564,7 +564,7 @@ def group_writable(path: pathlib.Path) -> None:
 def test_the_folders_a_store_scan_refuses_are_the_folders_lookups_refuse(
     tmp_path: pathlib.Path, private_group_user: str
 ) -> None:
-    """``Store.refused_folders`` (the whole-store scan ``verify`` uses) runs the checks
+    """``Store.refused_folders`` (the whole-store scan ``verify`` and ``doctor`` use) runs the checks
     lookups make: the entries it finds refused are exactly those whose lookup fails for a folder,
     with the same reason, under either trust; and it lists nothing through a symlink (a shard
     pointing out of the store is refused, not listed)."""

@@ -26,7 +26,7 @@ in the reader's processes. The rules, checked by the READER once per opening:
   Anything owned by an untrusted user or writable by one, or a folder that is a
   symlink, makes the entry broken (never loaded). ``Store.build_key_of`` checks a
   direct link and its shard folder alike. ``Store.refused_folders`` makes the same
-  folder checks over a whole store (``gtcache verify``).
+  folder checks over a whole store (``gtcache doctor``, ``gtcache verify``).
 - The root is resolved (``realpath``) before the checks, and the store is used
   at the resolved path: a symlink on the way cannot be re-pointed after them.
 - ``GTCACHE_TRUSTED_USERS='*'`` trusts everyone: the check is off (file systems
@@ -75,6 +75,10 @@ class TrustPolicy:
         self._untrusted: set[int] = set()
         #: ``_private_group`` verdicts by (group, owner): name service look-ups, once each.
         self._private: dict[tuple[int, int], bool] = {}
+        #: User and group names by id, looked up once each to word problems: a store whose
+        #: folders were all made under umask 002 words one per folder (``Store.refused_folders``).
+        self._users: dict[int, str] = {}
+        self._groups: dict[int, str] = {}
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> TrustPolicy:
@@ -113,6 +117,16 @@ class TrustPolicy:
             verdict = self._private[gid, owner] = _private_group(gid, owner)
         return verdict
 
+    def _user_name(self, uid: int) -> str:
+        if (name := self._users.get(uid)) is None:
+            name = self._users[uid] = _user_name(uid)
+        return name
+
+    def _group_name(self, gid: int) -> str:
+        if (name := self._groups.get(gid)) is None:
+            name = self._groups[gid] = _group_name(gid)
+        return name
+
     # -- paths ---------------------------------------------------------------------------
 
     def problem(self, path: str | os.PathLike[str], st: os.stat_result, *, sticky_ok: bool = False) -> str | None:
@@ -129,19 +143,20 @@ class TrustPolicy:
             return None  # the fast path (a store under /tmp too): no name look-ups (they may go to LDAP)
         if not self.trusts_user(owner):
             return (
-                f"'{path}' belongs to user '{_user_name(owner)}' (mode {stat.filemode(mode)}); set"
-                f" GTCACHE_TRUSTED_USERS={_user_name(owner)} if that user may write it"
+                f"'{path}' belongs to user '{self._user_name(owner)}' (mode {stat.filemode(mode)}); set"
+                f" GTCACHE_TRUSTED_USERS={self._user_name(owner)} if that user may write it"
             )
         if sticky_ok and mode & stat.S_ISVTX and stat.S_ISDIR(mode):
             return None
 
         def found() -> str:  # names looked up only to word a problem: a shared store's folders come here
-            return f"owner '{_user_name(owner)}', group '{_group_name(st.st_gid)}', mode {stat.filemode(mode)}"
+            user, group = self._user_name(owner), self._group_name(st.st_gid)
+            return f"owner '{user}', group '{group}', mode {stat.filemode(mode)}"
 
         if mode & _WRITE_OTHER:
             return f"'{path}' is writable by everyone ({found()}); run 'chmod o-w {path}'"
         if mode & _WRITE_GROUP and not self.trusts_group_write(st.st_gid, owner):
-            name = _group_name(st.st_gid)
+            name = self._group_name(st.st_gid)
             return (
                 f"'{path}' is writable by group '{name}' ({found()}); run 'chmod g-w {path}',"
                 f" or set GTCACHE_TRUSTED_GROUPS={name} if group '{name}' may write it"
