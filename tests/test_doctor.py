@@ -170,10 +170,13 @@ def test_folders_lookups_refuse_are_counted_named_and_make_doctor_exit_1(tmp_pat
     store.link_direct("ab" * 16, keys[0])
     _group_writable(*(p for top in ("entries", "direct") for p in (store.root / top).rglob("*") if p.is_dir()))
     shards = sorted({key[:2] for key in keys})
+    link = tmp_path / "link"
+    link.symlink_to(store.root)  # given through a symlink: the resolved path is shown, and what was given
 
-    proc = _doctor(tmp_path, "--json", GTCACHE_DIR=str(store.root))
+    proc = _doctor(tmp_path, "--json", GTCACHE_DIR=str(link))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
+    assert (report["store"]["path"], report["store"]["given_path"]) == (str(store.root), str(link))
     refused = report["store"]["refused"]
     assert (refused["folders"], refused["entries"], refused["links"]) == (len(shards) + 1, 12, 1)
     assert [(f["path"], f["what"]) for f in refused["first"]] == [
@@ -191,9 +194,10 @@ def test_folders_lookups_refuse_are_counted_named_and_make_doctor_exit_1(tmp_pat
         " (12 entries compiled again instead of loaded, 1 direct link not followed): " + fix
     ), report["problem"]
 
-    text = _doctor(tmp_path, GTCACHE_DIR=str(store.root))
+    text = _doctor(tmp_path, GTCACHE_DIR=str(link))
     assert text.returncode == 1
     assert text.stderr.strip().splitlines()[-1] == f"Error: {report['problem']}"
+    assert f"Store:         {store.root}  (given as {link})" in text.stdout
     assert (f"folders lookups refuse (owner or mode): {len(shards) + 1} folders, 12 entries never loaded,"
             " 1 direct link not followed") in text.stdout
     assert f"    folder '{store.root / 'entries' / shards[0]}' is writable by group 'nogroup'" in text.stdout
@@ -203,6 +207,7 @@ def test_folders_lookups_refuse_are_counted_named_and_make_doctor_exit_1(tmp_pat
     assert trusted.returncode == 0, trusted.stdout + trusted.stderr
     data = json.loads(trusted.stdout)
     assert data["store"]["refused"] == {"folders": 0, "entries": 0, "links": 0, "first": [], "fix": None}
+    assert data["store"]["given_path"] is None
 
 
 @pytest.mark.parametrize("where", ["store", "tier"])
@@ -236,3 +241,19 @@ def test_a_facts_folder_others_can_write_is_the_store_opening_check(tmp_path: pa
     report = doctor.diagnose(Settings.from_env(env=env), env=env, import_gt4py=False)
     assert report.store.refused is None
     assert report.problem is not None and f"'{store.root / 'facts'}' is writable by group 'nogroup'" in report.problem
+
+
+def test_the_store_is_shown_where_it_is_used(tmp_path: pathlib.Path) -> None:
+    """``open_store`` resolves symlinks and uses the store there (``ls`` and ``verify`` print that
+    path): doctor shows it too, and the path as given beside it; the index folder likewise."""
+    store = gtcache.open_store(tmp_path / "store")
+    (tmp_path / "index").mkdir()
+    (tmp_path / "link").symlink_to(store.root)
+    (tmp_path / "index-link").symlink_to(tmp_path / "index")
+    env = {"GTCACHE_DIR": str(tmp_path / "link"), "GTCACHE_INDEX_DIR": str(tmp_path / "index-link")}
+    report = doctor.diagnose(Settings.from_env(env=env), env=env, import_gt4py=False)
+    assert (report.store.path, report.store.given_path) == (store.root, tmp_path / "link")
+    assert report.store.index_dir == tmp_path / "index"
+    assert report.verdict == f"gtcache is active: model runs in this interpreter are served from '{store.root}'."
+    env = {"GTCACHE_DIR": str(store.root)}
+    assert doctor.diagnose(Settings.from_env(env=env), env=env, import_gt4py=False).store.given_path is None

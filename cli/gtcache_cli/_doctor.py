@@ -58,7 +58,8 @@ def _text(report: object) -> None:
     for setting in report.settings:
         echo(f"  {setting.name:<{width}}  {setting.value}  [{setting.source}]")
     store = report.store
-    echo(f"Store:         {store.path}")
+    given = f"  (given as {store.given_path})" if store.given_path is not None else ""
+    echo(f"Store:         {store.path}{given}")
     if store.exists:
         echo(f"  layout {store.layout_version if store.layout_version is not None else '?'},"
              f" owner {store.owner}, mode {store.mode}, {'writable' if store.writable else 'not writable'}")

@@ -10,6 +10,7 @@ import click
 
 import gtcache
 from gtcache.policies import Limits, matches
+from gtcache.store import resolve_store_path
 from gtcache_cli import _complete, _render, _text
 from gtcache_cli._common import (
     EXIT_CODES_HELP,
@@ -26,10 +27,15 @@ from gtcache_cli._common import (
 @json_option
 @pass_context
 def dir_command(obj: Context, as_json: bool) -> None:
-    """Print where the store (and its index) is."""
+    """Print where the store (and its index) is.
+
+    Symlinks resolved: the path every command uses and prints.
+    """
     settings = obj.settings
     # Where the store would put its index; nothing opened (``dir`` must work on a broken store).
-    where = gtcache.Store(settings.cache_dir, index_dir=settings.index_dir, read_only=True)
+    # Resolved as open_store resolves it: the path 'ls', 'verify' and 'doctor' print too.
+    index = resolve_store_path(settings.index_dir) if settings.index_dir is not None else None
+    where = gtcache.Store(resolve_store_path(settings.cache_dir), index_dir=index, read_only=True)
     data = {"cache_dir": str(where.root), "index_dir": str(where.index_dir)}
     emit(data, as_json, lambda: click.echo(data["cache_dir"]))
 

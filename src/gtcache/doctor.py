@@ -151,6 +151,9 @@ class StoreReport:
     #: Its folders that lookups refuse for their owner or mode (None: not looked at, the
     #: store could not be opened or does not exist).
     refused: RefusedReport | None = None
+    #: The path as given (``GTCACHE_DIR``, ``--cache-dir``) when it is not ``path``, the
+    #: resolved path where the store is used (``open_store`` resolves symlinks).
+    given_path: pathlib.Path | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -357,9 +360,9 @@ def _on(flag: bool) -> str:
 
 
 def _store_report(settings: Settings) -> StoreReport:
-    from gtcache.store import LAYOUT_VERSION, open_store
+    from gtcache.store import LAYOUT_VERSION, open_store, resolve_store_path
 
-    root = settings.cache_dir
+    root = resolve_store_path(settings.cache_dir)  # where it is used, as 'ls' shows it
     exists = root.is_dir()
     owner = mode = None
     notes: list[str] = []
@@ -409,9 +412,10 @@ def _store_report(settings: Settings) -> StoreReport:
     free = shutil.disk_usage(usage_path).free if usage_path is not None else None
     return StoreReport(
         path=root, exists=exists, layout_version=layout_version, owner=owner, mode=mode, writable=writable,
-        free_bytes=free, locking=locking, index_dir=settings.index_dir or root / "index",
+        free_bytes=free, locking=locking,
+        index_dir=resolve_store_path(settings.index_dir) if settings.index_dir else root / "index",
         tiers=tuple(_tier(path, settings) for path in settings.readonly_dirs), problem=problem, notes=tuple(notes),
-        refused=refused,
+        refused=refused, given_path=settings.cache_dir if settings.cache_dir != root else None,
     )
 
 

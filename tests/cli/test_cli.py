@@ -102,6 +102,23 @@ def test_env_var_chooses_the_store(store: gtcache.Store) -> None:
     assert json.loads(out)["cache_dir"] == str(store.root)
 
 
+def test_dir_prints_the_resolved_path_as_ls_and_verify_do(store: gtcache.Store, tmp_path: pathlib.Path) -> None:
+    """A store given through a symlink is used where it resolves (``open_store``): ``dir`` prints
+    that path, as ``ls`` and ``verify`` do, not the link; also for an index elsewhere."""
+    link, index_link = tmp_path / "link", tmp_path / "index-link"
+    link.symlink_to(store.root)
+    (tmp_path / "index").mkdir()
+    index_link.symlink_to(tmp_path / "index")
+    code, out = run("--cache-dir", str(link), "dir")
+    assert (code, out) == (0, f"{store.root}\n")
+    code, out = run("--cache-dir", str(link), "--index-dir", str(index_link), "dir", "--json")
+    assert json.loads(out) == {"cache_dir": str(store.root), "index_dir": str(tmp_path / "index")}
+    assert f"in '{store.root}'" in run("--cache-dir", str(link), "ls")[1]
+    assert f"in '{store.root}'" in run("--cache-dir", str(link), "verify")[1]
+    code, out = run("--cache-dir", str(link / "not-yet"), "dir")  # a store not made yet: resolved too
+    assert out == f"{store.root / 'not-yet'}\n"
+
+
 def test_info_by_program_and_key_prefix(store: gtcache.Store) -> None:
     code, out = run("--cache-dir", str(store.root), "info", "alpha", "--json")
     assert code == 0

@@ -20,7 +20,7 @@ from gtcache.store._layout import (
     is_key,
 )
 from gtcache.store._record import SCHEMA_VERSION, EntryRecord, FileRecord, now_iso
-from gtcache.store._open import open_store
+from gtcache.store._open import open_store, resolve_store_path
 from gtcache.store._store import Entry, EntryDraft, IndexState, RefusedFolder, Store
 from gtcache.store._trust import StoreModes, TrustPolicy, check_store
 
@@ -81,4 +81,5 @@ __all__ = [
     "now_iso",
     "open_store",
     "remove_tree",
+    "resolve_store_path",
 ]

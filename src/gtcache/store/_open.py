@@ -11,7 +11,7 @@ from gtcache.store import _files, _layout
 from gtcache.store._store import Store
 from gtcache.store._trust import StoreModes, TrustPolicy, check_store
 
-__all__ = ["open_store"]
+__all__ = ["open_store", "resolve_store_path"]
 
 
 def open_store(
@@ -38,7 +38,7 @@ def open_store(
     # Resolved once, here: the checks below are of this path, and every later step goes
     # through it. A symlink on the way (one in a sticky /tmp-like folder: anyone may own
     # it) could otherwise be re-pointed at another tree after the checks (a helper's attack).
-    path = pathlib.Path(os.path.realpath(pathlib.Path(root).expanduser()))
+    path = resolve_store_path(root)
     layout = path / _layout.LAYOUT_FILE
     data = _read_layout(layout)
     if data is None:
@@ -48,7 +48,7 @@ def open_store(
         data = _read_layout(layout)
     _check_layout(path, layout, data)
     trust = trust if trust is not None else TrustPolicy.from_env()
-    index = pathlib.Path(os.path.realpath(pathlib.Path(index_dir).expanduser())) if index_dir else None
+    index = resolve_store_path(index_dir) if index_dir else None
     problem = None
     try:
         check_store(path, index, trust)
@@ -61,6 +61,12 @@ def open_store(
         path, index_dir=index, read_only=read_only or not writable, trust=trust, trust_problem=problem,
         modes=StoreModes.of_root(os.stat(path).st_mode),
     )
+
+
+def resolve_store_path(path: str | os.PathLike[str]) -> pathlib.Path:
+    """Where ``open_store`` uses a store (or an index folder) given as ``path``: ``~`` expanded,
+    symlinks resolved (what ``ls``, ``dir`` and ``doctor`` print)."""
+    return pathlib.Path(os.path.realpath(pathlib.Path(path).expanduser()))
 
 
 #: What a store (or one being created by another process right now) may hold.
