@@ -18,6 +18,7 @@ __all__ = [
     "NotAStoreError",
     "StoreVersionError",
     "UnsupportedArtifactError",
+    "UntrustedEntryError",
     "UntrustedStoreError",
     "escape",
 ]
@@ -93,6 +94,11 @@ class CorruptEntryError(GtcacheError):
         self.key = key
         self.reason = reason
         super().__init__(f"Entry '{key}' is broken: {reason}")
+
+
+class UntrustedEntryError(CorruptEntryError):
+    """An entry whose record or folders someone untrusted owns or may write (docs/security.md):
+    never loaded. A store made under umask 002 has many such entries, for one reason."""
 
 
 class UnsupportedArtifactError(GtcacheError):

@@ -462,6 +462,43 @@ def test_an_entry_under_a_folder_someone_untrusted_may_write_is_broken(
         assert f"run 'chmod -R go-w {store.root}'" in str(caught.value)
 
 
+#: argv: store. Runs two examples (roundtrip) through the hook; prints the gtcache warnings and statuses.
+TWO_PROGRAMS = """
+import json, sys, warnings
+import gtcache
+from gtcache import examples
+from gtcache.gt4py._hook import GtcacheWarning
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    hook = gtcache.install(sys.argv[1])
+    for name in ("axpy", "edge_diff"):
+        example = examples.EXAMPLES[name]
+        args, _ = example.make_args(16, 1)
+        example.program.with_backend(examples.backend_by_name("roundtrip"))(
+            *args, offset_provider=example.offset_provider(16))
+    statuses = [o.status for o in hook.outcomes]
+    gtcache.uninstall()
+print(json.dumps({"warnings": [str(w.message) for w in caught if issubclass(w.category, GtcacheWarning)],
+                  "statuses": statuses}))
+"""
+
+
+@pytest.mark.slow
+def test_a_store_made_under_umask_002_warns_once_not_once_per_entry(
+    store_copy: pathlib.Path, compiled_store: CompiledStore
+) -> None:
+    """Every entry folder of such a store is refused for the same reason: a run says so once
+    (with the fix), not once per program, and compiles."""
+    for name in ("axpy", "edge_diff"):
+        key = compiled_store.variant(name, "roundtrip").key
+        os.chmod(store_copy / "entries" / key[:2] / key, 0o777)
+    out = json.loads(child(TWO_PROGRAMS, store_copy))
+    assert out["statuses"] == ["compiled", "compiled"], out
+    refused = [w for w in out["warnings"] if "so it is not loaded" in w]
+    assert len(refused) == 1, out["warnings"]
+    assert f"chmod -R go-w {store_copy}" in refused[0] and "'gtcache doctor' lists them" in refused[0]
+
+
 def test_a_store_reached_through_a_symlink_is_used_where_it_was_checked(public: pathlib.Path) -> None:
     """A symlink on the way (anyone may own one in a sticky /tmp-like folder) re-pointed after
     the checks sent a reader's lookups into the link owner's tree (a helper's attack): the

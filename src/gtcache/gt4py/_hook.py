@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from gtcache._frozen import Frozen, field
-from gtcache.errors import CorruptEntryError, GtcacheError, UnsupportedArtifactError, escape
+from gtcache.errors import CorruptEntryError, GtcacheError, UnsupportedArtifactError, UntrustedEntryError, escape
 from gtcache.gt4py import _compat, _facts
 from gtcache.gt4py._loading import LoadedArtifact, artifact_of, publish_artifact
 from gtcache.gt4py.ingredients import (
@@ -193,7 +193,7 @@ class Hook:
         self.counts: collections.Counter[str] = collections.Counter()
         self._hits: collections.Counter[str] = collections.Counter()
         self._lock = threading.Lock()
-        self._warned: set[str] = set()
+        self._warned: set[object] = set()
         self._open_lock = threading.Lock()
         self._opener: Callable[[Hook], HookStores] | None = None
         if isinstance(stores, HookStores):
@@ -207,12 +207,13 @@ class Hook:
 
     # -- reporting ------------------------------------------------------------------------
 
-    def warn_once(self, reason: str, consequence: str = "compiling without the cache") -> None:
+    def warn_once(self, reason: str, consequence: str = "compiling without the cache", *, topic: object = None) -> None:
+        """One warning per ``reason`` (or per ``topic``: reasons that differ in a detail only) a process."""
         reason = escape(reason)  # it may quote a server's answer or a name from a store
         with self._lock:
-            if reason in self._warned:
+            if (seen := reason if topic is None else topic) in self._warned:
                 return
-            self._warned.add(reason)
+            self._warned.add(seen)
         warnings.warn(f"gtcache: {reason} ({consequence})", GtcacheWarning, stacklevel=4)
 
     def _record(self, outcome: Outcome) -> None:
@@ -535,6 +536,10 @@ class Hook:
             start = time.perf_counter()
             program = backend.load_artifact(artifact)
             load_seconds = time.perf_counter() - start
+        except UntrustedEntryError as error:  # (a store made under umask 002: every entry, one reason)
+            self.warn_once(f"{error}; other entries of '{store.root}' refused for their owner or mode are not"
+                           " reported again ('gtcache doctor' lists them)", topic=("untrusted", store.root))
+            return None
         except CorruptEntryError as error:
             self.warn_once(str(error))
             return None

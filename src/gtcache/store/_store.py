@@ -29,6 +29,7 @@ from gtcache.errors import (
     CorruptEntryError,
     EntryNotFoundError,
     GtcacheError,
+    UntrustedEntryError,
 )
 from gtcache.store import _files, _layout
 from gtcache.store._record import EntryRecord, FileRecord, now_iso
@@ -162,7 +163,7 @@ class Store:
         if self.trust is not None and (
             (problem := self.trust.file_problem(_layout.ENTRY_FILE, st)) or (problem := self._folder_problem(path))
         ):
-            raise CorruptEntryError(key, problem)
+            raise UntrustedEntryError(key, problem)
         try:
             record = EntryRecord.loads(text)
         except ValueError as error:
