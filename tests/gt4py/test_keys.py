@@ -216,6 +216,28 @@ class _LateReduced(type):
     """A metaclass ``copyreg`` reduces only from some point on (the test registers it)."""
 
 
+def test_a_class_given_a_reduced_metaclass_later_is_written_by_its_full_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether pickle writes a class by name is found once per class (``_compat._named``): not
+    past an assignment of its metaclass (``cls.__class__ = ...``) to one ``copyreg`` reduces
+    (here to a bare name two classes share), nor a reducer registered while another went
+    (``copyreg``'s tables keep their size)."""
+    written = _same_named_classes(monkeypatch, _Plain, "gtcache_test_reassigned")
+    assert all(_compat.content_bytes([cls]) is not None for cls in written)  # by reference, once
+    monkeypatch.setitem(copyreg.dispatch_table, _Reassigned, lambda cls: (str, (cls.__name__,)))
+    for cls in written:
+        cls.__class__ = _Reassigned
+    first, second = (_compat.content_bytes([cls]) for cls in written)
+    assert first is None or second is None or first != second
+
+
+class _Plain(type):
+    """A metaclass no ``copyreg`` reducer takes."""
+
+
+class _Reassigned(type):
+    """A metaclass a ``copyreg`` reducer takes (the test registers it)."""
+
+
 def test_builtins_copyreg_reduces_are_written_by_their_full_names(monkeypatch: pytest.MonkeyPatch) -> None:
     """pickle writes a built-in function by a ``copyreg`` reducer registered for its type:
     ``math.sqrt`` and ``cmath.sqrt`` would be written alike (gt4py tells them apart). (With

@@ -253,10 +253,6 @@ def content_bytes(
     """
     if _DATA_FIELDS is None or _FINGERPRINTED is None or _REFERENCE is None:
         return None  # another gt4py: no shortcut
-    global _copyreg_state
-    if (state := (len(copyreg.dispatch_table), len(copyreg._extension_registry))) != _copyreg_state:  # type: ignore[attr-defined]
-        _BY_REFERENCE.clear()  # what pickle writes by name may have changed (``_written_by_name``)
-        _copyreg_state = state
     stream = io.BytesIO()
     pickler = _ContentPickler(stream, overrides or _NO_OVERRIDES)
     try:
@@ -367,20 +363,25 @@ def _named_enum(pickler: _ContentPickler, obj: Any) -> Any:
 def _named(pickler: _ContentPickler, obj: Any) -> Any:
     """A class or function: by reference when pickle checks its name as gt4py does (pickle also
     checks that the name leads to it, each time), else as the name gt4py fingerprints (checked
-    by gt4py each time). The first is found once per object: again when its ``__module__`` or
-    ``__qualname__`` was assigned or its module left ``sys.modules`` (pickle would import it again)."""
+    by gt4py each time). The first is found once per object, and taken again while what it
+    depends on is as it was: the object's type (a class's metaclass can be assigned) and no
+    ``copyreg`` reducer for it (``_written_by_name``), its ``__module__`` and ``__qualname__``
+    (``_pickle_checks_as_gt4py``), its module in ``sys.modules`` (pickle would import it again)."""
     if obj is data_fields_of or obj is mirrored:
         return NotImplemented
     module = getattr(obj, "__module__", None)
     name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    cls = type(obj)
     seen = _BY_REFERENCE.get(id(obj))
-    if seen is not None and seen[0] is obj and seen[1] == module and seen[2] == name and sys.modules.get(module) is not None:
+    if (seen is not None and seen[0] is obj and seen[1] is cls and seen[2] == module and seen[3] == name
+            and cls not in copyreg.dispatch_table and not copyreg._extension_registry  # type: ignore[attr-defined]
+            and sys.modules.get(module) is not None):
         return NotImplemented
     by_name = _written_by_name(obj)
     if by_name and _pickle_checks_as_gt4py(obj):
         if len(_BY_REFERENCE) >= _MAX_BY_REFERENCE:
-            _BY_REFERENCE.pop(next(iter(_BY_REFERENCE)))
-        _BY_REFERENCE[id(obj)] = (obj, module, name)
+            _BY_REFERENCE.pop(next(iter(_BY_REFERENCE)), None)
+        _BY_REFERENCE[id(obj)] = (obj, cls, module, name)
         return NotImplemented  # pickled by reference (pickle checks the name resolves too)
     reference = _REFERENCE(obj, True)  # TypeError where gt4py refuses the reference
     # What pickle would not write by its name (a reduced metaclass's class) is written as
@@ -389,11 +390,9 @@ def _named(pickler: _ContentPickler, obj: Any) -> Any:
 
 
 #: The classes and functions ``_named`` found pickle writes by reference (by identity, kept
-#: alive), with their ``__module__`` and ``__qualname__`` then. Emptied when ``copyreg``'s
-#: tables change (``content_bytes``: they decide ``_written_by_name``). Bounded.
-_BY_REFERENCE: dict[int, tuple[Any, Any, Any]] = {}
+#: alive), with their type, ``__module__`` and ``__qualname__`` then. Bounded.
+_BY_REFERENCE: dict[int, tuple[Any, type, Any, Any]] = {}
 _MAX_BY_REFERENCE = 8192
-_copyreg_state: tuple[int, int] | None = None
 
 
 def _class_plan(cls: type) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]] | str | None:
