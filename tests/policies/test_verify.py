@@ -238,3 +238,27 @@ def test_repairing_a_refused_shard_never_removes_what_is_still_in_it(make_entry)
     assert (entry.path / "entry.json").is_file() and stat.S_IMODE(entry.path.parent.stat().st_mode) == 0o775
     problems = verify(gtcache.open_store(store.root)).problems
     assert ("refused-folder", entry.path.parent) in {(p.kind, p.path) for p in problems}
+
+
+def test_a_repair_that_cannot_be_done_is_named_and_the_others_are_done(make_entry) -> None:
+    """A refused shard whose entries cannot be moved (another user's folder; here an immutable
+    one, which root cannot change either) stops nothing: the other problems are repaired, the
+    index rebuilt, and the one left is named, in the notes and as a problem still there."""
+    import subprocess
+
+    store: gtcache.Store = make_entry.store
+    stuck = make_entry("stuck")
+    extra = make_entry("sound").path / "extra.bin"
+    extra.write_bytes(b"not listed in the record")
+    _group_writable(stuck.path.parent)
+    subprocess.run(["chattr", "+i", str(stuck.path.parent)], check=True)
+    try:
+        report = verify(gtcache.open_store(store.root), repair=True)
+    finally:
+        subprocess.run(["chattr", "-i", str(stuck.path.parent)], check=True)
+    assert not extra.exists(), "the other problems are repaired"
+    assert ("extra-file", extra) in {(p.kind, p.path) for p in report.repaired}
+    assert {(p.kind, p.path) for p in report.problems} == {
+        ("refused-folder", stuck.path.parent), ("broken-entry", stuck.path)}
+    assert not {(p.kind, p.path) for p in report.repaired} & {(p.kind, p.path) for p in report.problems}
+    assert any(note.startswith(f"could not repair {stuck.path}") for note in report.notes), report.notes

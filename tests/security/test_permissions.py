@@ -484,19 +484,46 @@ print(json.dumps({"warnings": [str(w.message) for w in caught if issubclass(w.ca
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("second", ["folder writable", "record writable", "folder a symlink"])
 def test_a_store_made_under_umask_002_warns_once_not_once_per_entry(
-    store_copy: pathlib.Path, compiled_store: CompiledStore
+    store_copy: pathlib.Path, compiled_store: CompiledStore, second: str
 ) -> None:
-    """Every entry folder of such a store is refused for the same reason: a run says so once
-    (with the fix), not once per program, and compiles."""
-    for name in ("axpy", "edge_diff"):
-        key = compiled_store.variant(name, "roundtrip").key
-        os.chmod(store_copy / "entries" / key[:2] / key, 0o777)
+    """Every entry of such a store is refused for the same reason (its folder or its record
+    writable by others): a run says so once, with the fix, not once per program, and compiles.
+    Another reason (a folder swapped for a symlink) is said too, not hidden behind the first."""
+    first_key, second_key = (compiled_store.variant(name, "roundtrip").key for name in ("axpy", "edge_diff"))
+    os.chmod(store_copy / "entries" / first_key[:2] / first_key, 0o777)
+    folder = store_copy / "entries" / second_key[:2] / second_key
+    if second == "folder writable":
+        os.chmod(folder, 0o777)
+    elif second == "record writable":
+        os.chmod(folder / "entry.json", 0o666)
+    else:
+        folder.rename(folder.with_name("aside"))
+        folder.symlink_to("aside")
     out = json.loads(child(TWO_PROGRAMS, store_copy))
     assert out["statuses"] == ["compiled", "compiled"], out
     refused = [w for w in out["warnings"] if "so it is not loaded" in w]
-    assert len(refused) == 1, out["warnings"]
+    assert len(refused) == (2 if second == "folder a symlink" else 1), out["warnings"]
     assert f"chmod -R go-w {store_copy}" in refused[0] and "'gtcache doctor' lists them" in refused[0]
+    if second == "folder a symlink":
+        assert "not a real folder" in refused[1], refused
+
+
+def test_a_record_others_can_write_is_refused_by_lookups_and_counted_by_doctor(tmp_path: pathlib.Path) -> None:
+    """A store made under umask 002 whose folders were made go-w but not its records: lookups
+    refuse the entry (with the fix for the whole store), and the store scan doctor and verify
+    make finds it, by the same rule."""
+    store = gtcache.open_store(tmp_path / "store")
+    key = publish(store).key
+    entry = store.root / "entries" / key[:2] / key
+    os.chmod(entry / "entry.json", 0o666)
+    with pytest.raises(gtcache.CorruptEntryError) as caught:
+        gtcache.open_store(store.root).lookup(key)
+    reason = caught.value.reason
+    assert reason.startswith("file 'entry.json' is writable by everyone") and f"chmod -R go-w {store.root}" in reason
+    (found,) = gtcache.open_store(store.root).refused_folders()
+    assert (found.path, found.what, found.problem) == (entry, "entry", reason)
 
 
 def test_a_store_reached_through_a_symlink_is_used_where_it_was_checked(public: pathlib.Path) -> None:

@@ -536,9 +536,12 @@ class Hook:
             start = time.perf_counter()
             program = backend.load_artifact(artifact)
             load_seconds = time.perf_counter() - start
-        except UntrustedEntryError as error:  # (a store made under umask 002: every entry, one reason)
-            self.warn_once(f"{error}; other entries of '{store.root}' refused for their owner or mode are not"
-                           " reported again ('gtcache doctor' lists them)", topic=("untrusted", store.root))
+        except UntrustedEntryError as error:
+            if "writable by" in error.reason:  # a store made under umask 002: every entry, one reason
+                self.warn_once(f"{error}; other entries of '{store.root}' writable by someone untrusted are not"
+                               " reported again ('gtcache doctor' lists them)", topic=("writable", store.root))
+            else:  # another owner, a symlink, a folder that cannot be checked: each said
+                self.warn_once(str(error))
             return None
         except CorruptEntryError as error:
             self.warn_once(str(error))

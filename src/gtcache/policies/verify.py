@@ -104,13 +104,18 @@ def verify(store: Store, *, repair: bool = False, grace_seconds: float = DEFAULT
     problems, entries, notes = _check(store, grace_seconds)
     if not repair or not problems:
         return VerifyReport(store.root, entries, tuple(problems), notes=tuple(notes))
+    failed = []
     for problem in sorted(problems, key=lambda p: _REPAIR_ORDER.get(p.kind, 1)):
-        _repair(store, problem)
+        try:
+            _repair(store, problem)
+        except OSError as error:  # (a folder of another user in the store): the rest is repaired
+            failed.append(f"could not repair {problem.path}: {error.strerror or error}")
     store.recheck_folders()  # checked again, not taken from before the repairs
     store.rebuild_index()
     remaining, entries, notes = _check(store, grace_seconds)
-    repaired = tuple(p for p in problems if p.kind != "config" and p not in remaining)
-    return VerifyReport(store.root, entries, tuple(remaining), repaired=repaired, notes=tuple(notes))
+    left = {(p.kind, p.path) for p in remaining}  # (a detail may count what is left)
+    repaired = tuple(p for p in problems if p.kind != "config" and (p.kind, p.path) not in left)
+    return VerifyReport(store.root, entries, tuple(remaining), repaired=repaired, notes=tuple(failed + notes))
 
 
 def _check(store: Store, grace: float) -> tuple[list[Problem], int, list[str]]:
@@ -242,7 +247,10 @@ def _repair(store: Store, problem: Problem) -> None:
         # Never chmod: that would trust what someone untrusted may have written. A shard
         # folder goes (the next publish makes it anew, with the store's mode): a direct-link
         # folder with its links (hints, not followed anyway), an entry shard once its entries
-        # are quarantined (else it stays, and is reported again).
+        # are quarantined (else it stays, and is reported again). Not one that could not be
+        # checked (an I/O error, a stale NFS handle: maybe gone by the next run).
+        if ": cannot check folder" in problem.detail:
+            return
         if problem.path.parent.name == DIRECT_DIR:
             remove_tree(problem.path)  # a symlink is unlinked itself, never followed
         else:

@@ -160,9 +160,7 @@ class Store:
             raise CorruptEntryError(key, f"cannot read '{_layout.ENTRY_FILE}' ({error}).") from None
         finally:
             os.close(fd)
-        if self.trust is not None and (
-            (problem := self.trust.file_problem(_layout.ENTRY_FILE, st)) or (problem := self._folder_problem(path))
-        ):
+        if self.trust is not None and (problem := self._entry_problem(path, st)):
             raise UntrustedEntryError(key, problem)
         try:
             record = EntryRecord.loads(text)
@@ -246,7 +244,18 @@ class Store:
             return None  # absent: the listing's row says what it found
         if not stat.S_ISREG(st.st_mode):
             return f"'{_layout.ENTRY_FILE}' is not a regular file."
-        return self.trust.file_problem(_layout.ENTRY_FILE, st) or self._folder_problem(path)
+        return self._entry_problem(path, st)
+
+    def _entry_problem(self, path: str, st: os.stat_result) -> str | None:
+        """Why the entry folder ``path`` (its ``entry.json`` of stat ``st``) may have been written
+        by someone untrusted: its folders (``_folder_problem``), then its record; None when
+        nothing. The rule of ``lookup``, which listings, ``doctor`` and ``verify`` apply too."""
+        assert self.trust is not None
+        if problem := self._folder_problem(path):
+            return problem
+        if (problem := self.trust.file_problem(_layout.ENTRY_FILE, st)) is not None and "writable by" in problem:
+            return f"{problem.removesuffix('.')}; {_umask_advice(self._root)}"  # (seldom alone, as for folders)
+        return problem
 
     def _folder_problem(self, folder: str) -> str | None:
         """Why an entry folder or its shard (``_shard_problem``) may have been written by someone
@@ -713,14 +722,15 @@ class Store:
 
     def refused_folders(self, *, entry_folders: bool = True) -> Iterator[RefusedFolder]:
         """The shard folders (``entries/<xx>``, ``direct/<xx>``) and entry folders whose owner
-        or mode makes lookups refuse what they hold, each checked by what lookups call
-        (``_shard_problem``, ``_folder_problem``: one rule), in name order; nothing when
+        or mode (an entry's: or its record's, ``entry.json``) makes lookups refuse what they
+        hold, each checked by what lookups call (``_shard_problem``, ``_folder_problem``,
+        ``trust_problem_of``: one rule), in name order; nothing when
         ``trust`` is None. An entry folder in a refused shard is counted in the shard's
         ``refused``, not listed; ``entry_folders=False`` leaves out the entry folders of the
         other shards (their ``lstat`` each). The fixed folders are checked when the store is
         opened (``check_store``): they are not here.
 
-        Bounded for a large store: one ``lstat`` per folder, no entry's file opened; nothing
+        Bounded for a large store: an ``lstat`` or two per folder and record, no file opened; nothing
         followed through a symlink (a shard that is a symlink is refused, not listed, and a
         folder is listed through a descriptor opened with ``O_NOFOLLOW``, in case one is
         swapped for a symlink meanwhile).
@@ -754,7 +764,8 @@ class Store:
                     if item_kind == "other" or not (_layout.is_key(key) and key.startswith(name)):
                         continue
                     folder = f"{shard}/{key}"
-                    if (why := self._folder_problem(folder)) is None:
+                    # Its record and folders as lookups check them (a folder without a record too).
+                    if (why := self.trust_problem_of(key) or self._folder_problem(folder)) is None:
                         continue
                     if why == problem:
                         refused += 1  # lookups stop at the shard's problem
@@ -815,8 +826,14 @@ def _real_folder_problem(path: str, trust: TrustPolicy | None, root: str) -> str
         return None
     head, _, advice = problem.partition("; ")
     if "writable by" in head:
-        advice = f"run 'chmod -R go-w {root}', or set GTCACHE_TRUSTED_GROUPS if its group may write it"
+        advice = _umask_advice(root)
     return f"folder {head}, so it is not loaded; {advice}"
+
+
+def _umask_advice(root: str) -> str:
+    """The fix of a folder or record writable by someone untrusted: seldom alone (a store made
+    under umask 002), so for the whole store."""
+    return f"run 'chmod -R go-w {root}', or set GTCACHE_TRUSTED_GROUPS if its group may write it"
 
 
 def _folder_items(path: str) -> list[tuple[str, str]]:
