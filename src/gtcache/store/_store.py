@@ -250,9 +250,11 @@ class Store:
         """Why the entry folder ``path`` (its ``entry.json`` of stat ``st``) may have been written
         by someone untrusted: its folders (``_folder_problem``), then its record; None when
         nothing. The rule of ``lookup``, which listings, ``doctor`` and ``verify`` apply too."""
+        return self._folder_problem(path) or self._record_problem(st)
+
+    def _record_problem(self, st: os.stat_result) -> str | None:
+        """Why an entry's record (``entry.json``, stat ``st``) may have been written by someone untrusted."""
         assert self.trust is not None
-        if problem := self._folder_problem(path):
-            return problem
         if (problem := self.trust.file_problem(_layout.ENTRY_FILE, st)) is not None and "writable by" in problem:
             return f"{problem.removesuffix('.')}; {_umask_advice(self._root)}"  # (seldom alone, as for folders)
         return problem
@@ -764,8 +766,8 @@ class Store:
                     if item_kind == "other" or not (_layout.is_key(key) and key.startswith(name)):
                         continue
                     folder = f"{shard}/{key}"
-                    # Its record and folders as lookups check them (a folder without a record too).
-                    if (why := self.trust_problem_of(key) or self._folder_problem(folder)) is None:
+                    # Its folders, then its record, as lookups check them (``_entry_problem``).
+                    if (why := self._folder_problem(folder) or self._record_problem_at(folder)) is None:
                         continue
                     if why == problem:
                         refused += 1  # lookups stop at the shard's problem
@@ -773,6 +775,14 @@ class Store:
                         yield RefusedFolder(pathlib.Path(folder), "entry", why, 1)
                 if problem is not None:
                     yield RefusedFolder(pathlib.Path(shard), what, problem, refused)
+
+    def _record_problem_at(self, folder: str) -> str | None:
+        """``_record_problem`` of the entry folder ``folder``'s record; None without one."""
+        try:
+            st = os.lstat(f"{folder}/{_layout.ENTRY_FILE}")
+        except OSError:
+            return None
+        return self._record_problem(st) if stat.S_ISREG(st.st_mode) else None
 
     def recheck_folders(self) -> None:
         """Forget the folder checks made once per ``Store`` (``unsafe_folders``, the shard
