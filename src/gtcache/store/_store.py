@@ -726,7 +726,7 @@ class Store:
         """The shard folders (``entries/<xx>``, ``direct/<xx>``) and entry folders whose owner
         or mode (an entry's: or its record's, ``entry.json``) makes lookups refuse what they
         hold, each checked by what lookups call (``_shard_problem``, ``_folder_problem``,
-        ``trust_problem_of``: one rule), in name order; nothing when
+        ``_record_problem``: ``_entry_problem``'s rule), in name order; nothing when
         ``trust`` is None. An entry folder in a refused shard is counted in the shard's
         ``refused``, not listed; ``entry_folders=False`` leaves out the entry folders of the
         other shards (their ``lstat`` each). The fixed folders are checked when the store is
