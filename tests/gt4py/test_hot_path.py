@@ -58,6 +58,13 @@ def main():
     watching = [True]
 
     def audit(event, args):
+        if watching[0] and event in ("builtins.id", "object.__getattr__"):
+            watching[0] = False  # (reading the caller's frame raises events too)
+            try:
+                if "/gtcache/" in sys._getframe(1).f_code.co_filename:
+                    seen["ours " + event].append(str(args[1]) if event == "object.__getattr__" else "")
+            finally:
+                watching[0] = True
         if watching[0] and event in ("open", "os.listdir", "os.scandir", "sqlite3.connect"):
             seen[event].append(str(args[0]) if args else "")
             if event == "open" and len(args) > 2 and isinstance(args[2], int) and args[2] & (os.O_WRONLY | os.O_RDWR):
@@ -74,6 +81,7 @@ def main():
         "statuses": [o.status for o in active_hook().outcomes],
         "in_store": {event: [p for p in paths if p.startswith(store)] for event, paths in seen.items()},
         "sqlite": len(seen["sqlite3.connect"]),
+        "audited": {event.removeprefix("ours "): paths for event, paths in seen.items() if event.startswith("ours ")},
         "modules": watched_modules(),
         "new_modules": len(set(sys.modules) - before),
         "data_classes": our_data_classes(),
@@ -88,6 +96,10 @@ if __name__ == "__main__":
 _MAX_METADATA_OPENS = 3
 #: The facts files it reads: the main one and the program's shard.
 _MAX_FACTS_OPENS = 2
+#: The reads of a function's ``__code__`` (an audited call) a hit makes in gtcache's code: one
+#: for the program's facts shard, one for each function keyed (each example: the program and
+#: its field operator). Each function's keying read it four times before (9 in all).
+_MAX_CODE_READS = 3
 
 
 @pytest.mark.parametrize("example, backend", [("axpy", "gtfn_cpu"), ("edge_diff", "roundtrip")])
@@ -127,6 +139,11 @@ def test_a_hit_lists_no_folder_opens_no_index_and_imports_no_maintenance_code(
     ours = sorted(set(report["modules"]) - gt4py_alone)
     assert ours == [], "imported on the hit path: " + ", ".join(ours)
     assert report["data_classes"] == [], "data classes made on the hit path (Frozen costs nothing to make)"
+    # An audit hook written in Python (gt4py's filelock installs one) runs at every audited
+    # call: gtcache's code makes none that it can avoid (``_compat.identity``).
+    audited = report["audited"]
+    assert not audited.get("builtins.id"), f"{len(audited['builtins.id'])} id() calls on the hit path"
+    assert len(audited.get("object.__getattr__", [])) <= _MAX_CODE_READS, audited
 
 
 REMOVED_WORKING_FOLDER = """

@@ -362,10 +362,10 @@ def test_a_kept_connectivity_description_goes_with_its_object() -> None:
     field = connectivity(10, 2)["E2V"]
     gone = weakref.ref(Gone())  # dead: the object that had this address before
     parts = (field.ndarray.shape, field.ndarray.dtype, field.domain, field.codomain, field.skip_value)
-    _compat._DESCRIBED_OFFSETS[id(field)] = (gone, *parts, "left by the freed object")
+    _compat._DESCRIBED_OFFSETS[_compat.identity(field)] = (gone, *parts, "left by the freed object")
     assert _compat.offset_provider_type({"E2V": field})["E2V"] == _compat._describe_type(field.__gt_type__())
-    _compat._forget_offset(id(field), gone)  # the freed object's callback, run late
-    assert _compat._DESCRIBED_OFFSETS[id(field)][0]() is field
+    _compat._forget_offset(_compat.identity(field), gone)  # the freed object's callback, run late
+    assert _compat._DESCRIBED_OFFSETS[_compat.identity(field)][0]() is field
     del field
     assert len(_compat._DESCRIBED_OFFSETS) == kept
 

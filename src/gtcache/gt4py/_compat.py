@@ -231,6 +231,13 @@ def backend_digest(backend: Any) -> tuple[bytes, frozenset[str]] | None:
     return content_bytes((backend.executor, backend.transforms))
 
 
+#: A live object's identity, as ``id()`` gives it, without ``id()``'s audit event: where an
+#: audit hook written in Python is installed (gt4py's ``filelock`` installs one to watch for
+#: forks), every ``id()`` and every read of a function's ``__code__`` runs it: 0.6 us instead
+#: of 0.06, and a first hit made some 160 such calls. ``object.__hash__`` is the object's
+#: address rotated by four bits (CPython's ``_Py_HashPointer``): one to one, as ``id()`` is.
+identity: Callable[[object], int] = object.__hash__
+
 #: A custom reduction for ``content_bytes``: (a module-level marker function, its arguments).
 Reduction = tuple[Callable[..., Any], tuple[Any, ...]]
 
@@ -286,11 +293,11 @@ class _ContentPickler(pickle.Pickler):
         # renaming of modules to their Python 2 names, which made two classes one
         # (``collections.UserDict`` and a ``UserDict.IterableUserDict``).
         super().__init__(stream, protocol=2, fix_imports=False)
-        shared = _ACTIONS.get(id(overrides))
+        shared = _ACTIONS.get(identity(overrides))
         if shared is None or shared[0] is not overrides:
             if len(_ACTIONS) >= 64:  # (callers pass module-level mappings: a few)
                 _ACTIONS.clear()
-            shared = _ACTIONS[id(overrides)] = (overrides, {})
+            shared = _ACTIONS[identity(overrides)] = (overrides, {})
         self.overrides = overrides
         self._actions = shared[1]
         self.modules: set[str] = set()
@@ -372,7 +379,7 @@ def _named(pickler: _ContentPickler, obj: Any) -> Any:
     module = getattr(obj, "__module__", None)
     name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
     cls = type(obj)
-    seen = _BY_REFERENCE.get(id(obj))
+    seen = _BY_REFERENCE.get(identity(obj))
     if (seen is not None and seen[0] is obj and seen[1] is cls and seen[2] == module and seen[3] == name
             and cls not in copyreg.dispatch_table and not copyreg._extension_registry  # type: ignore[attr-defined]
             and sys.modules.get(module) is not None):
@@ -381,7 +388,7 @@ def _named(pickler: _ContentPickler, obj: Any) -> Any:
     if by_name and _pickle_checks_as_gt4py(obj):
         if len(_BY_REFERENCE) >= _MAX_BY_REFERENCE:
             _BY_REFERENCE.pop(next(iter(_BY_REFERENCE)), None)
-        _BY_REFERENCE[id(obj)] = (obj, cls, module, name)
+        _BY_REFERENCE[identity(obj)] = (obj, cls, module, name)
         return NotImplemented  # pickled by reference (pickle checks the name resolves too)
     reference = _REFERENCE(obj, True)  # TypeError where gt4py refuses the reference
     # What pickle would not write by its name (a reduced metaclass's class) is written as
@@ -657,16 +664,17 @@ def _described_offset(value: Any) -> str:
     if not own:
         return _describe_type(_offset_type(value))
     table = value.ndarray
-    seen = _DESCRIBED_OFFSETS.get(id(value))
+    key = identity(value)
+    seen = _DESCRIBED_OFFSETS.get(key)
     if (seen is not None and seen[0]() is value and seen[1] == table.shape and seen[2] == table.dtype
             and seen[3] is value.domain and seen[4] is value.codomain and seen[5] is value.skip_value):
         return str(seen[6])
     text = _describe_type(_connectivity_type(value))
     try:
-        alive = weakref.ref(value, functools.partial(_forget_offset, id(value)))
+        alive = weakref.ref(value, functools.partial(_forget_offset, key))
     except TypeError:  # not weakly referable: described each time
         return text
-    _DESCRIBED_OFFSETS[id(value)] = (alive, table.shape, table.dtype, value.domain, value.codomain, value.skip_value, text)
+    _DESCRIBED_OFFSETS[key] = (alive, table.shape, table.dtype, value.domain, value.codomain, value.skip_value, text)
     return text
 
 

@@ -160,24 +160,27 @@ def _chain_reads(root: Any, chains: list[tuple[str, ...]]) -> dict[str, Any]:
 _MISSING = object()
 
 
-def _function_pieces(func: types.FunctionType, source: str) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """What the direct key reads of a DSL function; ``source``: its text, or the text's digest.
+def _function_pieces(
+    func: types.FunctionType, entry: _Source, source: str
+) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """What the direct key reads of a DSL function (``entry``: its ``_source_entry``); ``source``:
+    its text, or the text's digest.
 
     ``ValueError`` if its file changed since the process started: gt4py parsed a field operator
     when it was decorated (and reads a program's text again for a new ``Program``), so the
     text now may not be what gt4py lowers; the build key, after lowering, is always right.
     """
-    if _facts.changed_since_start(func.__code__.co_filename):
+    if _facts.changed_since_start(entry.code.co_filename):
         raise ValueError(f"the source file of '{func.__qualname__}' changed since the process started")
-    closure = _compat.closure_vars(func, _global_names(func))
+    closure = _compat.closure_vars(func, _global_names(entry))
     by_value = {}
     reads = {}
     for name, value in closure.items():
         if not isinstance(value, types.ModuleType):
             by_value[name] = value
         if isinstance(value, _READ_THROUGH):
-            reads[name] = _chain_reads(value, _chains(func).get(name, []))
-    return source, by_value, reads, _annotations(func)
+            reads[name] = _chain_reads(value, _chains(func, entry).get(name, []))
+    return source, by_value, reads, _annotations(func, entry)
 
 
 #: Closure values whose attributes gt4py's frontend folds to constants: modules, and its
@@ -186,14 +189,14 @@ def _function_pieces(func: types.FunctionType, source: str) -> tuple[str, dict[s
 _READ_THROUGH = (types.ModuleType, *_compat.CONSTANT_NAMESPACES)
 
 
-def _annotations(func: types.FunctionType) -> dict[str, Any]:
+def _annotations(func: types.FunctionType, entry: _Source) -> dict[str, Any]:
     """The annotations gt4py evaluates (``typing.get_type_hints``). Texts, as ``from __future__
     import annotations`` keeps them, come with the values of the global names they use (the
     closure leaves names only annotations use out): a dimension's kind, a type alias."""
     annotations = dict(func.__annotations__)
     texts = tuple(value for value in annotations.values() if isinstance(value, str))
     if texts:
-        chains = _text_annotation_chains(func, texts)
+        chains = _text_annotation_chains(entry, texts)
         resolved: dict[str, Any] = {}
         # Sorted: the facts file keeps the chains in sorted order, a parse in the order found.
         for name, value in sorted(_compat.global_values(func, chains).items()):  # (a name neither has: gt4py fails)
@@ -219,57 +222,66 @@ def _annotation_chains(texts: tuple[str, ...]) -> dict[str, list[tuple[str, ...]
 
 
 def _deconstruct_function(func: types.FunctionType) -> Any:
-    pieces = _function_pieces(func, _source_text(func.__code__, func))
+    entry = _source_entry(func)
+    pieces = _function_pieces(func, entry, _source_text(entry.code, func))
     return _compat.fingerprinting.Deconstruction.from_pieces(*pieces, state=b"gtcache-dsl-function")
 
 
-#: Per code object, by identity: the digest of its source text and (once needed) the
-#: attribute chains it reads, as ``_source`` found them (a process reads one text per code
-#: object; bounded), and the forms ``_source_fact`` gives of these facts (checked and
-#: interned once). Not by equality: code objects that differ only in comments or a local
-#: variable's annotation (which gt4py's frontend reads) compare equal, as two files' copies
-#: of a function can.
-_sources: dict[int, tuple[types.CodeType, dict[str, Any], dict[str, Any]]] = {}
+class _Source:
+    """What the direct key knows of a code object's source text: ``facts``, the digest of the
+    text and (once needed) the attribute chains and global names it reads, as ``_source_entry``
+    found them; ``usable``, the forms ``_source_fact`` gave of these (checked and interned
+    once). A function's keying takes it once and hands it on: reading ``__code__`` raises an
+    audit event, as ``id()`` does (see ``_compat.identity``)."""
+
+    __slots__ = ("code", "facts", "usable")
+
+    def __init__(self, code: types.CodeType, facts: dict[str, Any]) -> None:
+        self.code = code
+        self.facts = facts
+        self.usable: dict[str, Any] = {}
 
 
-def _source(func: types.FunctionType) -> dict[str, Any]:
-    """``{"digest": ...}`` of a function's source text, from the store's facts when its file
-    is as it was (no read, no tokenizing: ``inspect.getsource`` costs about 0.15 ms a
+#: Per code object, by identity (a process reads one text per code object; bounded). Not by
+#: equality: code objects that differ only in comments or a local variable's annotation
+#: (which gt4py's frontend reads) compare equal, as two files' copies of a function can.
+_sources: dict[int, _Source] = {}
+
+
+def _source_entry(func: types.FunctionType) -> _Source:
+    """What is known of a function's source text: its digest from the store's facts when its
+    file is as it was (no read, no tokenizing: ``inspect.getsource`` costs about 0.15 ms a
     function); else read, and kept in the facts (``_facts.source_file_key`` says when it can)."""
-    return _source_entry(func)[1]
-
-
-def _source_entry(func: types.FunctionType) -> tuple[types.CodeType, dict[str, Any], dict[str, Any]]:
     code = func.__code__
-    if (known := _sources.get(id(code))) is not None and known[0] is code:
+    if (known := _sources.get(_compat.identity(code))) is not None and known.code is code:
         return known
     facts, shard = _facts.active(), _shard.get()
     key = _facts.source_file_key(code.co_filename) if facts is not None and shard is not None else None
     value = facts.source(shard, code.co_filename, key, _name_in_file(code)) if facts is not None and shard and key else None
     if value is None:
         value = {"digest": digest(_source_text(code, func))}
-        _remember_source(func, key, value)
+        _remember_source(code, key, value)
     if len(_sources) >= _MAX_FINGERPRINTS:
         _sources.pop(next(iter(_sources)))
-    entry = _sources[id(code)] = (code, value, {})
+    entry = _sources[_compat.identity(code)] = _Source(code, value)
     return entry
 
 
-def _chains(func: types.FunctionType) -> dict[str, list[tuple[str, ...]]]:
-    """``_attribute_chains`` of a function, from its ``_source`` facts when they have them."""
+def _chains(func: types.FunctionType, entry: _Source) -> dict[str, list[tuple[str, ...]]]:
+    """``_attribute_chains`` of a function, from its ``_source_entry`` facts when they have them."""
     def compute() -> dict[str, list[list[str]]]:
-        return {name: [list(chain) for chain in found] for name, found in _attribute_chains(func.__code__, func).items()}
+        return {name: [list(chain) for chain in found] for name, found in _attribute_chains(entry.code, func).items()}
 
-    return _source_fact(func, "chains", compute, _stored_chains, _usable_chains)
+    return _source_fact(entry, "chains", compute, _stored_chains, _usable_chains)
 
 
-def _text_annotation_chains(func: types.FunctionType, texts: tuple[str, ...]) -> dict[str, list[tuple[str, ...]]]:
+def _text_annotation_chains(entry: _Source, texts: tuple[str, ...]) -> dict[str, list[tuple[str, ...]]]:
     """``_annotation_chains`` of a function's annotation texts (part of its source text), from
-    its ``_source`` facts when they have them: parsed once per environment, not per process."""
+    its ``_source_entry`` facts when they have them: parsed once per environment, not per process."""
     def compute() -> dict[str, list[list[str]]]:
         return {name: [list(chain) for chain in found] for name, found in _annotation_chains(texts).items()}
 
-    return _source_fact(func, "annotations", compute, _stored_chains, _usable_chains)
+    return _source_fact(entry, "annotations", compute, _stored_chains, _usable_chains)
 
 
 def _stored_chains(value: Any) -> bool:
@@ -282,15 +294,15 @@ def _usable_chains(stored: dict[str, list[list[str]]]) -> dict[str, list[tuple[s
     return {sys.intern(name): [tuple(map(sys.intern, chain)) for chain in chains] for name, chains in stored.items()}
 
 
-def _global_names(func: types.FunctionType) -> list[str] | None:
+def _global_names(entry: _Source) -> list[str] | None:
     """The global names gt4py's frontend finds in a function's source (``_compat.closure_vars``),
-    from its ``_source`` facts when they have them; None where gt4py finds them otherwise."""
+    from its ``_source_entry`` facts when they have them; None where gt4py finds them otherwise."""
     if not _compat.CLOSURE_FROM_SOURCE:
         return None
     # Interned, as the names in code are: ``content_bytes`` (pickle) writes a string seen before
     # as a reference to it only when it is the same object, and the bytes must not differ
     # between a name read from the facts file and the same name found by parsing.
-    return _source_fact(func, "globals", lambda: _compat.closure_global_names(func.__code__), _names,
+    return _source_fact(entry, "globals", lambda: _compat.closure_global_names(entry.code), _names,
                         lambda names: [sys.intern(name) for name in names])
 
 
@@ -299,23 +311,20 @@ def _names(value: Any) -> bool:
 
 
 def _source_fact[T](
-    func: types.FunctionType, name: str, compute: Callable[[], Any], valid: Callable[[Any], bool],
-    use: Callable[[Any], T],
+    entry: _Source, name: str, compute: Callable[[], Any], valid: Callable[[Any], bool], use: Callable[[Any], T],
 ) -> T:
     """``use`` of a fact of a function's source text besides its digest: stored with it (if
     ``valid``), else computed (and stored with it from then on); made once per code object
     (callers do not change it)."""
-    code, source, usable = _source_entry(func)
-    if name in usable:
-        return usable[name]  # type: ignore[no-any-return]  # what ``use`` made
-    if name in source and valid(source[name]):
-        value = source[name]
+    if name in entry.usable:
+        return entry.usable[name]  # type: ignore[no-any-return]  # what ``use`` made
+    if name in entry.facts and valid(entry.facts[name]):
+        value = entry.facts[name]
     else:
         value = compute()
-        source = {**source, name: value}
-        _sources[id(code)] = (code, source, usable)
-        _remember_source(func, _facts.source_file_key(code.co_filename), source)
-    usable[name] = made = use(value)
+        entry.facts = {**entry.facts, name: value}  # (a new dict: the old one may be the facts file's)
+        _remember_source(entry.code, _facts.source_file_key(entry.code.co_filename), entry.facts)
+    entry.usable[name] = made = use(value)
     return made
 
 
@@ -324,11 +333,10 @@ def _name_in_file(code: types.CodeType) -> str:
     return f"{code.co_firstlineno}:{code.co_qualname}"
 
 
-def _remember_source(func: types.FunctionType, file_key: str | None, value: dict[str, Any]) -> None:
+def _remember_source(code: types.CodeType, file_key: str | None, value: dict[str, Any]) -> None:
     """Keep ``value`` in the facts (the definition's shard), if its file has not changed since
     ``file_key`` was made of it."""
     facts, shard = _facts.active(), _shard.get()
-    code = func.__code__
     if facts is not None and shard is not None and file_key is not None and _facts.source_unchanged(code.co_filename):
         facts.remember_source(shard, code.co_filename, file_key, _name_in_file(code), value)
 
@@ -357,7 +365,8 @@ def _deconstruct_enum_member(member: enum.Enum) -> Any:
 # The same pieces for ``_content_key`` (each tagged like its deconstruction's ``state``).
 def _reduce_function(func: types.FunctionType) -> _compat.Reduction:
     # The text's digest for the text: equal digests, equal texts, equal fingerprints.
-    return _compat.mirrored, (b"gtcache-dsl-function", *_function_pieces(func, _source(func)["digest"]))
+    entry = _source_entry(func)
+    return _compat.mirrored, (b"gtcache-dsl-function", *_function_pieces(func, entry, entry.facts["digest"]))
 
 
 def _reduce_enum_class(cls: type[enum.Enum]) -> _compat.Reduction:
