@@ -1,0 +1,67 @@
+"""The compiler's path, a key ingredient (``toolchain.cxx``): found as ``shutil.which`` and
+``os.path.realpath`` find it, by a faster route (``toolchain.program_path``)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+
+import pytest
+
+from gtcache import toolchain
+
+
+def _executable(path: pathlib.Path) -> pathlib.Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def folders(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pathlib.Path:
+    """PATH: a folder named like the program, a file that may not be run, a dangling link,
+    a chain of links to the program, a relative folder and a repeated one."""
+    (tmp_path / "a" / "cc").mkdir(parents=True)
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "cc").write_text("not a program")  # mode 644: not run, not even by root
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "cc").symlink_to(tmp_path / "nowhere")
+    real = _executable(tmp_path / "toolkit" / "bin" / "x86_64-cc-12")
+    (tmp_path / "alternatives").mkdir()
+    (tmp_path / "alternatives" / "cc").symlink_to(real)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "cc").symlink_to("../alternatives/cc")  # relative, through another link
+    _executable(tmp_path / "work" / "rel" / "only-here")
+    monkeypatch.chdir(tmp_path / "work")
+    path = [tmp_path / "a", tmp_path / "b", tmp_path / "c", tmp_path / "a", "rel", tmp_path / "d", "", "/usr/bin"]
+    monkeypatch.setenv("PATH", os.pathsep.join(map(str, path)))
+    return tmp_path
+
+
+def _expected(name: str) -> str | None:
+    found = shutil.which(name)
+    return os.path.realpath(found) if found else None
+
+
+@pytest.mark.parametrize("name", ["cc", "only-here", "no-such-program", "rel/only-here", "sh"])
+def test_a_program_is_found_where_which_and_realpath_find_it(folders: pathlib.Path, name: str) -> None:
+    assert toolchain.program_path(name) == _expected(name)
+    if name == "cc":
+        assert toolchain.program_path(name) == str(folders / "toolkit" / "bin" / "x86_64-cc-12")
+
+
+def test_a_program_moved_behind_its_link_is_another_path(folders: pathlib.Path) -> None:
+    """An upgrade that re-points the link (``update-alternatives``) names the new compiler."""
+    newer = _executable(folders / "toolkit" / "bin" / "x86_64-cc-13")
+    (folders / "alternatives" / "cc").unlink()
+    (folders / "alternatives" / "cc").symlink_to(newer)
+    assert toolchain.program_path("cc") == str(newer) == _expected("cc")
+
+
+def test_without_path_the_standard_library_decides(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PATH")
+    assert toolchain.program_path("sh") == _expected("sh")
+    monkeypatch.setenv("PATH", "")
+    assert toolchain.program_path("sh") is None and _expected("sh") is None
