@@ -652,6 +652,11 @@ def test_the_folders_a_store_scan_refuses_are_the_folders_lookups_refuse(
     shutil.move(store.root / "entries" / in_linked_shard[:2], outside)
     (store.root / "entries" / in_linked_shard[:2]).symlink_to(outside)
     group_writable(outside / in_linked_shard)
+    # Entry folders without a record (a publish's leftovers): lookups find no entry there.
+    recordless = [shared_shard + "f" * 30, own_mode[:2] + "e" * 30]
+    for key in recordless:
+        (store.root / "entries" / key[:2] / key).mkdir()
+    group_writable(store.root / "entries" / own_mode[:2] / recordless[1])
 
     reader = gtcache.open_store(store.root, trust=TrustPolicy.from_ids((), ()))
     found = list(reader.refused_folders())
@@ -678,6 +683,7 @@ def test_the_folders_a_store_scan_refuses_are_the_folders_lookups_refuse(
         for key in [*by_shard[shared_shard], own_mode, foreign_owner, in_linked_shard]
     }
     assert refused_by_lookup == expected
+    assert [lookups.lookup(key) for key in recordless] == [None, None]
     assert f"run 'chmod -R go-w {store.root}'" in reasons[entries / shared_shard]
     assert f"GTCACHE_TRUSTED_USERS={private_group_user}" in reasons[store.entry_path(foreign_owner)]
     assert reader.build_key_of("ab" * 16) is None, "the refused direct-link folder's link is not followed"

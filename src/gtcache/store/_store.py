@@ -769,6 +769,8 @@ class Store:
                     # Its folders, then its record, as lookups check them (``_entry_problem``).
                     if (why := self._folder_problem(folder) or self._record_problem_at(folder)) is None:
                         continue
+                    if not os.path.lexists(f"{folder}/{_layout.ENTRY_FILE}"):
+                        continue  # no record: lookups find no entry there, refused or not
                     if why == problem:
                         refused += 1  # lookups stop at the shard's problem
                     else:
