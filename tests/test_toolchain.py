@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import pathlib
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -65,3 +67,44 @@ def test_without_path_the_standard_library_decides(monkeypatch: pytest.MonkeyPat
     assert toolchain.program_path("sh") == _expected("sh")
     monkeypatch.setenv("PATH", "")
     assert toolchain.program_path("sh") is None and _expected("sh") is None
+
+
+_CHROOT_CHILD = """
+import os, shutil, sys
+from gtcache import toolchain
+
+jail, outside = sys.argv[1], sys.argv[2]
+os.chdir(outside)  # left outside the jail: getcwd() fails in it
+os.chroot(jail)
+os.environ["PATH"] = ".:/bin"
+
+
+def outcome(find):
+    try:
+        return repr(find("cc"))
+    except OSError as error:
+        return type(error).__name__
+
+
+print(outcome(toolchain.program_path))
+print(outcome(lambda name: os.path.realpath(shutil.which(name))))
+"""
+
+
+def test_in_a_chroot_left_from_outside_the_kernels_name_is_not_taken(tmp_path: pathlib.Path) -> None:
+    """``/proc`` in a chroot names a file opened through a working folder left outside the jail
+    by its path outside, a name that means nothing inside (a reviewer's case): the name is
+    taken only when it leads to the file opened, else ``os.path.realpath`` decides, as before.
+    In a mount namespace of its own (as root)."""
+    jail, outside = tmp_path / "jail", tmp_path / "outside"
+    _executable(jail / "bin" / "cc")
+    _executable(outside / "cc")
+    (jail / "proc").mkdir()
+    script = tmp_path / "child.py"
+    script.write_text(_CHROOT_CHILD)
+    command = f"mount -t proc proc {jail}/proc && exec {sys.executable} {script} {jail} {outside}"
+    proc = subprocess.run(["unshare", "--mount", "sh", "-c", command], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    ours, standard = proc.stdout.split()
+    assert ours == standard, (ours, standard)

@@ -380,11 +380,16 @@ def _real_path(path: str) -> str:
         return os.path.realpath(path)
     try:
         real = os.readlink(f"/proc/self/fd/{descriptor}")
-    except OSError:  # no /proc
-        return os.path.realpath(path)
+        # The kernel's name is taken when it leads to the file opened: not a file deleted or
+        # renamed meanwhile, nor a name outside a chroot the working folder was left in.
+        opened, named = os.fstat(descriptor), os.stat(real)
+        if (opened.st_dev, opened.st_ino) == (named.st_dev, named.st_ino) and real.startswith(os.sep):
+            return real
+    except OSError:  # no /proc; nothing at that name
+        pass
     finally:
         os.close(descriptor)
-    return real if real.startswith(os.sep) and not real.endswith(" (deleted)") else os.path.realpath(path)
+    return os.path.realpath(path)
 
 
 _O_PATH: int = getattr(os, "O_PATH", 0)  # Linux

@@ -231,11 +231,12 @@ def backend_digest(backend: Any) -> tuple[bytes, frozenset[str]] | None:
     return content_bytes((backend.executor, backend.transforms))
 
 
-#: A live object's identity, as ``id()`` gives it, without ``id()``'s audit event: where an
-#: audit hook written in Python is installed (gt4py's ``filelock`` installs one to watch for
-#: forks), every ``id()`` and every read of a function's ``__code__`` runs it: 0.6 us instead
-#: of 0.06, and a first hit made some 160 such calls. ``object.__hash__`` is the object's
-#: address rotated by four bits (CPython's ``_Py_HashPointer``): one to one, as ``id()`` is.
+#: A live object's identity, unique while it lives as ``id()``'s is, without ``id()``'s audit
+#: event: where an audit hook written in Python is installed (gt4py's ``filelock`` installs
+#: one to watch for forks), every ``id()`` and every read of a function's ``__code__`` runs it:
+#: 0.6 us instead of 0.06, and a first hit made some 160 such calls. ``object.__hash__`` is the
+#: object's address rotated by four bits (CPython's ``_Py_HashPointer``; the low four bits of
+#: an object's address are 0): another number than ``id()``'s, one to one with it.
 identity: Callable[[object], int] = object.__hash__
 
 #: A custom reduction for ``content_bytes``: (a module-level marker function, its arguments).
