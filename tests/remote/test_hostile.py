@@ -4,8 +4,11 @@ and ends as one ``RemoteError`` (the remote is then skipped: ``broken``)."""
 
 from __future__ import annotations
 
+import json
 import pathlib
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -286,3 +289,75 @@ def test_a_malformed_url_is_one_error_line(url: str, tmp_path: pathlib.Path) -> 
     code, out = gtcache_cli("--cache-dir", str(tmp_path / "cli"), "doctor", env={"GTCACHE_REMOTE": url})
     lines = [line for line in out.splitlines() if line.startswith("Remote:")]
     assert len(lines) == 1 and "is not a valid URL" in lines[0] and "pw-secret" not in out, out
+
+
+# -- a name server that does not answer -----------------------------------------------------------
+
+_NO_ANSWER_CHILD = """
+import json, sys, time
+import gtcache
+from gtcache.remote import Remote, RemoteError, parse_remote
+
+store = gtcache.open_store(sys.argv[2], create=True)
+remote = Remote(parse_remote(sys.argv[1]), key=None)
+start = time.monotonic()
+try:
+    remote.fetch(store, "ab" * 16)
+    said = None
+except RemoteError as error:
+    said = str(error)
+print(json.dumps({"took": time.monotonic() - start, "said": said, "broken": remote.broken}))
+"""
+
+
+@pytest.fixture
+def silent_name_server(tmp_path: pathlib.Path) -> Iterator[tuple[pathlib.Path, list[bytes]]]:
+    """A name server on 127.0.0.2:53 that reads every question and answers none, and a
+    ``resolv.conf`` naming it with glibc's defaults spelled out (5 s a try, 3 tries)."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    server.bind(("127.0.0.2", 53))
+    server.settimeout(0.2)
+    questions: list[bytes] = []
+    running = [True]
+
+    def serve() -> None:
+        while running[0]:
+            try:
+                questions.append(server.recvfrom(4096)[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text("nameserver 127.0.0.2\noptions timeout:5 attempts:3\n")
+    try:
+        yield resolv, questions
+    finally:
+        running[0] = False
+        thread.join()
+        server.close()
+
+
+@pytest.mark.parametrize("scheme", ["http", "redis"])
+def test_a_name_server_that_does_not_answer_costs_the_connect_timeout(
+    silent_name_server: tuple[pathlib.Path, list[bytes]], tmp_path: pathlib.Path, scheme: str
+) -> None:
+    """A remote's host name whose lookup gets no answer (a name server down on a cluster's
+    node): the lookup took glibc's 5 s a try, 3 tries (15 s, more with more servers) however
+    short ``connect_timeout``, in every process of a model run. Now the connect timeout
+    bounds it, and the remote is skipped for the rest of the process. Run in a mount
+    namespace of its own whose ``/etc/resolv.conf`` names the silent server (as root)."""
+    resolv, questions = silent_name_server
+    url = f"{scheme}://gtcache-no-answer.example:8080/0?trusted=1&connect_timeout=1&retries=0"
+    script = tmp_path / "child.py"
+    script.write_text(_NO_ANSWER_CHILD)
+    command = f"mount --bind {resolv} /etc/resolv.conf && exec {sys.executable} {script} '{url}' {tmp_path / 'store'}"
+    proc = subprocess.run(["unshare", "--mount", "sh", "-c", command], capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.splitlines()[-1])
+    assert questions, "the lookup asked the silent name server"
+    assert report["said"] is not None and "timed out" in report["said"], report
+    assert report["took"] < 5, report  # 15 s without the bound
+    assert report["broken"] is not None, report

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import ipaddress
 import socket
 import threading
 import time
@@ -195,11 +196,48 @@ class _DeadlineSocket:
         return getattr(self._sock, name)
 
 
+def resolve_within(host: str, port: int, seconds: float | None) -> None:
+    """Raise ``TimeoutError`` unless ``host``'s name is looked up within ``seconds`` (``OSError``
+    if it is not known). ``socket.getaddrinfo``, which both clients call to connect, has no
+    timeout of its own: a name server that does not answer held a connect for glibc's 5 s per
+    try, server and address family, whatever ``connect_timeout`` said. So the name is looked
+    up first in a daemon thread, waited for at most ``seconds``; the clients' own lookup that
+    follows is answered at once where the system caches answers (``nscd``, ``systemd-resolved``),
+    else again by the server that just answered. A lookup left waiting ends in its thread."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        return  # an address: nothing to look up
+    except ValueError:
+        pass
+    if seconds is None:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        return
+    done = threading.Event()
+    failed: list[OSError] = []
+
+    def look_up() -> None:
+        try:
+            socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as error:
+            failed.append(error)
+        finally:
+            done.set()
+
+    threading.Thread(target=look_up, name="gtcache-resolve", daemon=True).start()
+    if not done.wait(seconds):
+        raise TimeoutError(f"looking up '{host}' took over {seconds:g} s")
+    if failed:
+        raise failed[0]
+
+
 def _deadline_connections(redis: Any) -> tuple[type, type]:
-    """redis-py connection classes (TCP, TLS) whose sockets are ``_DeadlineSocket``."""
+    """redis-py connection classes (TCP, TLS) whose sockets are ``_DeadlineSocket`` and whose
+    host name is looked up within the connect timeout first (``resolve_within``)."""
 
     class Mixin:
         def _connect(self) -> Any:
+            # (redis-py turns a TimeoutError here into its own, an OSError into a ConnectionError)
+            resolve_within(self.host, self.port, self.socket_connect_timeout)  # type: ignore[attr-defined]
             return _DeadlineSocket(super()._connect())  # type: ignore[misc]
 
     plain = type("DeadlineConnection", (Mixin, redis.connection.Connection), {})
@@ -243,8 +281,14 @@ def _deadline_transport(httpx: Any) -> Any:
             return self._stream.get_extra_info(info)
 
     class Backend(httpcore.SyncBackend):
-        def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
-            return Stream(super().connect_tcp(*args, **kwargs))
+        def connect_tcp(self, host: str, port: int, timeout: float | None = None, *args: Any, **kwargs: Any) -> Any:
+            try:
+                resolve_within(host, port, timeout)
+            except TimeoutError as error:
+                raise httpcore.ConnectTimeout(str(error)) from None
+            except OSError as error:
+                raise httpcore.ConnectError(str(error)) from None
+            return Stream(super().connect_tcp(host, port, timeout, *args, **kwargs))
 
         def connect_unix_socket(self, *args: Any, **kwargs: Any) -> Any:
             return Stream(super().connect_unix_socket(*args, **kwargs))
