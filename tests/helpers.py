@@ -49,6 +49,19 @@ def run_python(code: str, *args: str, env: dict[str, str] | None = None, timeout
     return proc.stdout
 
 
+def run_in_mount_namespace(mount: str, code: str, *args: str, folder: pathlib.Path, timeout: float = 120) -> str:
+    """Run ``code`` in a fresh interpreter in a mount namespace of its own (``unshare``, as root)
+    after the shell command ``mount`` (a bind mount over ``/etc/resolv.conf``, a ``/proc`` in a
+    jail: seen by that process only); its stdout. The script is written to ``folder``."""
+    script = folder / "in_namespace.py"
+    script.write_text(textwrap.dedent(code))
+    quoted = " ".join(f"'{arg}'" for arg in args)
+    proc = subprocess.run(["unshare", "--mount", "sh", "-c", f"{mount} && exec {sys.executable} {script} {quoted}"],
+                          capture_output=True, text=True, timeout=timeout, check=False)
+    assert proc.returncode == 0, f"child failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
 def load_in_fresh_process(
     store: pathlib.Path,
     example: str,

@@ -6,12 +6,11 @@ from __future__ import annotations
 import os
 import pathlib
 import shutil
-import subprocess
-import sys
 
 import pytest
 
 from gtcache import toolchain
+from tests.helpers import run_in_mount_namespace
 
 
 def _executable(path: pathlib.Path) -> pathlib.Path:
@@ -100,11 +99,7 @@ def test_in_a_chroot_left_from_outside_the_kernels_name_is_not_taken(tmp_path: p
     _executable(jail / "bin" / "cc")
     _executable(outside / "cc")
     (jail / "proc").mkdir()
-    script = tmp_path / "child.py"
-    script.write_text(_CHROOT_CHILD)
-    command = f"mount -t proc proc {jail}/proc && exec {sys.executable} {script} {jail} {outside}"
-    proc = subprocess.run(["unshare", "--mount", "sh", "-c", command], capture_output=True, text=True, timeout=60,
-                          check=False)
-    assert proc.returncode == 0, proc.stderr
-    ours, standard = proc.stdout.split()
+    out = run_in_mount_namespace(f"mount -t proc proc {jail}/proc", _CHROOT_CHILD, str(jail), str(outside),
+                                 folder=tmp_path)
+    ours, standard = out.split()
     assert ours == standard, (ours, standard)

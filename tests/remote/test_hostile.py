@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import pathlib
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +15,7 @@ import pytest
 
 import gtcache
 from gtcache.remote import Remote, RemoteError, parse_remote
+from tests.helpers import run_in_mount_namespace
 from tests.remote import fakes
 
 KEY = "ab" * 16
@@ -350,13 +349,9 @@ def test_a_name_server_that_does_not_answer_costs_the_connect_timeout(
     namespace of its own whose ``/etc/resolv.conf`` names the silent server (as root)."""
     resolv, questions = silent_name_server
     url = f"{scheme}://gtcache-no-answer.example:8080/0?trusted=1&connect_timeout=1&retries=0"
-    script = tmp_path / "child.py"
-    script.write_text(_NO_ANSWER_CHILD)
-    command = f"mount --bind {resolv} /etc/resolv.conf && exec {sys.executable} {script} '{url}' {tmp_path / 'store'}"
-    proc = subprocess.run(["unshare", "--mount", "sh", "-c", command], capture_output=True, text=True, timeout=120,
-                          check=False)
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout.splitlines()[-1])
+    out = run_in_mount_namespace(f"mount --bind {resolv} /etc/resolv.conf", _NO_ANSWER_CHILD, url,
+                                 str(tmp_path / "store"), folder=tmp_path)
+    report = json.loads(out.splitlines()[-1])
     assert questions, "the lookup asked the silent name server"
     assert report["said"] is not None and "timed out" in report["said"], report
     assert report["took"] < 5, report  # 15 s without the bound
