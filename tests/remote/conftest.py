@@ -61,6 +61,33 @@ def redis_server(redis_session: str) -> str:
     return redis_session
 
 
+@pytest.fixture
+def tls_redis(tmp_path: pathlib.Path) -> Iterator[tuple[int, pathlib.Path]]:
+    """(port, certificate) of a redis-server speaking TLS only, with a certificate made for it
+    that names ``gtcache-tls.example`` and the address 127.0.0.1 (its own authority: clients
+    trust it through ``SSL_CERT_FILE``)."""
+    if REDIS is None:
+        pytest.skip("redis-server is not installed (scripts/test-servers installs it)")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=gtcache-tls.example",
+         "-addext", "subjectAltName=DNS:gtcache-tls.example,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )
+    port = free_port()
+    proc = subprocess.Popen(
+        [REDIS, "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1", "--tls-cert-file", str(cert),
+         "--tls-key-file", str(key), "--tls-ca-cert-file", str(cert), "--tls-auth-clients", "no", "--save", "",
+         "--appendonly", "no", "--dir", str(tmp_path), "--logfile", str(tmp_path / "redis.log")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_for_port(port, proc, "redis-server (TLS)", tmp_path / "redis.log")
+        yield port, cert
+    finally:
+        _stop(proc)
+
+
 @pytest.fixture(scope="session")
 def redis_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``redis://127.0.0.1:PORT`` of a redis-server of this session (no persistence)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -124,3 +125,55 @@ def resp_server(answer: Callable[[FakeServer, socket.socket, list[bytes]], None]
 
 
 HELLO_REPLY = b"%1\r\n$5\r\nproto\r\n:3\r\n"
+
+
+class NameServer:
+    """A name server on 127.0.0.2:53 (UDP; root binds port 53): answers a question (an A
+    record, ``127.0.0.1``; no data for other types) when ``answer(name, asked_before)`` says
+    so, else reads it and stays silent, as a name server that is down. ``questions``: the
+    names asked, in order. Named by a ``resolv.conf`` (``resolv_conf``) bind-mounted in a
+    mount namespace (``tests.helpers.run_in_mount_namespace``)."""
+
+    def __init__(self, answer: Callable[[str, int], bool]):
+        self.answer = answer
+        self.questions: list[str] = []
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.2", 53))
+        self.sock.settimeout(0.2)
+        self.closed = False
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def resolv_conf(self, folder: Any) -> Any:
+        """A ``resolv.conf`` naming this server, with glibc's defaults spelled out (5 s a try, 3 tries)."""
+        path = folder / "resolv.conf"
+        path.write_text("nameserver 127.0.0.2\noptions timeout:5 attempts:3\n")
+        return path
+
+    def _serve(self) -> None:
+        while not self.closed:
+            try:
+                data, peer = self.sock.recvfrom(4096)
+            except OSError:
+                continue
+            with contextlib.suppress(IndexError, struct.error):
+                at, labels = 12, []
+                while data[at]:
+                    labels.append(data[at + 1:at + 1 + data[at]].decode(errors="replace"))
+                    at += 1 + data[at]
+                qtype = struct.unpack(">H", data[at + 1:at + 3])[0]
+                name = ".".join(labels)
+                asked_before = self.questions.count(name)
+                self.questions.append(name)
+                if not self.answer(name, asked_before):
+                    continue
+                question = data[12:at + 5]
+                record = b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 60, 4) + socket.inet_aton("127.0.0.1")
+                count = 1 if qtype == 1 else 0
+                self.sock.sendto(data[:2] + struct.pack(">HHHHH", 0x8180, 1, count, 0, 0) + question
+                                 + (record if count else b""), peer)
+
+    def close(self) -> None:
+        self.closed = True
+        self._thread.join()
+        self.sock.close()

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import ipaddress
+import shutil
 import socket
+import subprocess
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from gtcache.errors import GtcacheError, escape
@@ -196,52 +199,82 @@ class _DeadlineSocket:
         return getattr(self._sock, name)
 
 
-def resolve_within(host: str, port: int, seconds: float | None) -> None:
-    """Raise ``TimeoutError`` unless ``host``'s name is looked up within ``seconds`` (``OSError``
-    if it is not known). ``socket.getaddrinfo``, which both clients call to connect, has no
-    timeout of its own: a name server that does not answer held a connect for glibc's 5 s per
-    try, server and address family, whatever ``connect_timeout`` said. So the name is looked
-    up first in a daemon thread, waited for at most ``seconds``; the clients' own lookup that
-    follows is answered at once where the system caches answers (``nscd``, ``systemd-resolved``),
-    else again by the server that just answered. A lookup left waiting ends in its thread."""
+def resolve_within(host: str, seconds: float | None) -> list[str] | None:
+    """The addresses of ``host`` (None: let the client look the name up itself), looked up
+    within ``seconds``; a timeout ``RemoteFailure`` if not, a plain one if the name is not known.
+    ``socket.getaddrinfo``, which both clients call to connect, has no timeout of its own: a
+    name server that does not answer held a connect for glibc's 5 s a try, 3 tries by
+    default, whatever ``connect_timeout`` said. So a child process looks the name up
+    (``getent ahosts``, glibc's and musl's), killed at the timeout: it leaves nothing behind (a
+    thread left waiting in ``getaddrinfo`` kept the resolver's socket, which a forked child's
+    lookups then shared and lost their answers to: a reviewer's finding), and the clients
+    connect to the addresses it found (a second lookup of theirs was unbounded again). Without
+    ``getent``, or for an address, the clients' own lookup."""
+    if seconds is None or _is_address(host) or (getent := _getent()) is None:
+        return None
     try:
-        ipaddress.ip_address(host.strip("[]"))
-        return  # an address: nothing to look up
+        proc = subprocess.run([getent, "ahosts", host], capture_output=True, timeout=seconds, check=False)
+    except subprocess.TimeoutExpired:
+        raise RemoteFailure(f"looking up '{host}' timed out after {seconds:g} s", timeout=True) from None
+    except OSError:
+        return None
+    # "<address> STREAM <name>" per address, in getaddrinfo's order (then DGRAM and RAW lines)
+    found = [line.split()[0].decode("ascii", "replace") for line in proc.stdout.splitlines()
+             if line.split()[1:2] == [b"STREAM"]]
+    if proc.returncode != 0 or not found:  # 2: not known (or the name server gave up: its own timeouts)
+        raise RemoteFailure(f"cannot look up '{host}' (getent ahosts: exit {proc.returncode})")
+    return list(dict.fromkeys(found))
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
     except ValueError:
-        pass
-    if seconds is None:
-        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        return
-    done = threading.Event()
-    failed: list[OSError] = []
+        return False
+    return True
 
-    def look_up() -> None:
-        try:
-            socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except OSError as error:
-            failed.append(error)
-        finally:
-            done.set()
 
-    threading.Thread(target=look_up, name="gtcache-resolve", daemon=True).start()
-    if not done.wait(seconds):
-        raise TimeoutError(f"looking up '{host}' took over {seconds:g} s")
-    if failed:
-        raise failed[0]
+@functools.cache
+def _getent() -> str | None:
+    return shutil.which("getent")
+
+
+def _first_connected[T](addresses: list[str], connect: Callable[[str], T], failure: type[Exception]) -> T:
+    """``connect(address)`` of the first address it works for (else the last one's ``failure``)."""
+    for address in addresses[:-1]:
+        with contextlib.suppress(failure):
+            return connect(address)
+    return connect(addresses[-1])
 
 
 def _deadline_connections(redis: Any) -> tuple[type, type]:
-    """redis-py connection classes (TCP, TLS) whose sockets are ``_DeadlineSocket`` and whose
-    host name is looked up within the connect timeout first (``resolve_within``)."""
+    """redis-py connection classes (TCP, TLS) whose sockets are ``_DeadlineSocket`` and that
+    connect to the addresses ``resolve_within`` found (a TLS connection still checks the
+    server's certificate against the host's name: only the TCP connect sees an address)."""
 
     class Mixin:
         def _connect(self) -> Any:
-            # (redis-py turns a TimeoutError here into its own, an OSError into a ConnectionError)
-            resolve_within(self.host, self.port, self.socket_connect_timeout)  # type: ignore[attr-defined]
+            self.gtcache_addresses = resolve_within(self.host, self.socket_connect_timeout)  # type: ignore[attr-defined]
             return _DeadlineSocket(super()._connect())  # type: ignore[misc]
 
-    plain = type("DeadlineConnection", (Mixin, redis.connection.Connection), {})
-    tls = type("DeadlineSSLConnection", (Mixin, redis.connection.SSLConnection), {})
+    class Resolved(redis.connection.Connection):  # type: ignore[misc]
+        host: str
+
+        def _connect(self) -> Any:
+            addresses, name = getattr(self, "gtcache_addresses", None), self.host
+            if not addresses:
+                return super()._connect()
+
+            def connect(address: str) -> Any:
+                self.host = address  # (for the TCP connect only: a TLS wrap, above, sees the name)
+                try:
+                    return super(Resolved, self)._connect()
+                finally:
+                    self.host = name
+            return _first_connected(addresses, connect, OSError)
+
+    plain = type("DeadlineConnection", (Mixin, Resolved), {})
+    tls = type("DeadlineSSLConnection", (Mixin, redis.connection.SSLConnection, Resolved), {})
     return plain, tls
 
 
@@ -282,13 +315,11 @@ def _deadline_transport(httpx: Any) -> Any:
 
     class Backend(httpcore.SyncBackend):
         def connect_tcp(self, host: str, port: int, timeout: float | None = None, *args: Any, **kwargs: Any) -> Any:
-            try:
-                resolve_within(host, port, timeout)
-            except TimeoutError as error:
-                raise httpcore.ConnectTimeout(str(error)) from None
-            except OSError as error:
-                raise httpcore.ConnectError(str(error)) from None
-            return Stream(super().connect_tcp(host, port, timeout, *args, **kwargs))
+            # (httpcore checks a TLS certificate against the URL's host, not the address)
+            connect = super().connect_tcp
+            return Stream(_first_connected(resolve_within(host, timeout) or [host],
+                                           lambda address: connect(address, port, timeout, *args, **kwargs),
+                                           httpcore.ConnectError))
 
         def connect_unix_socket(self, *args: Any, **kwargs: Any) -> Any:
             return Stream(super().connect_unix_socket(*args, **kwargs))
