@@ -51,14 +51,23 @@ def test_a_program_is_found_where_which_and_realpath_find_it(folders: pathlib.Pa
     assert toolchain.program_path(name) == _expected(name)
     if name == "cc":
         assert toolchain.program_path(name) == str(folders / "toolkit" / "bin" / "x86_64-cc-12")
+    found = toolchain.program_file(name)
+    if found is not None:  # with the status of the file found: the identity's size and time
+        expected = os.stat(found[0])
+        assert found[1] is not None and (found[1].st_ino, found[1].st_size) == (expected.st_ino, expected.st_size)
 
 
 def test_a_program_moved_behind_its_link_is_another_path(folders: pathlib.Path) -> None:
     """An upgrade that re-points the link (``update-alternatives``) names the new compiler."""
+    older = toolchain.program_file("cc")
     newer = _executable(folders / "toolkit" / "bin" / "x86_64-cc-13")
+    newer.write_text("#!/bin/sh\n# thirteen\n")
     (folders / "alternatives" / "cc").unlink()
     (folders / "alternatives" / "cc").symlink_to(newer)
     assert toolchain.program_path("cc") == str(newer) == _expected("cc")
+    identities = {toolchain._identity(older), toolchain._identity(toolchain.program_file("cc"))}
+    assert identities == {f"{folders}/toolkit/bin/x86_64-cc-12@10:{int(os.stat(older[0]).st_mtime)}",
+                          f"{newer}@21:{int(newer.stat().st_mtime)}"}
 
 
 def test_without_path_the_standard_library_decides(monkeypatch: pytest.MonkeyPatch) -> None:

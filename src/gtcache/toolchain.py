@@ -342,21 +342,34 @@ def folder_versions(entry: str) -> dict[str, str]:
 _KEYED_DISTRIBUTIONS = frozenset({"gt4py", "nanobind", "gridtools_cpp", "dace"})
 
 
+def _compiler_name() -> str:
+    return (os.environ.get("CXX") or "c++").split()[0]
+
+
 def _compiler_path() -> str | None:
-    return program_path((os.environ.get("CXX") or "c++").split()[0])
+    return program_path(_compiler_name())
 
 
 def program_path(name: str) -> str | None:
+    """``os.path.realpath(shutil.which(name))`` (None: not found); see ``program_file``."""
+    found = program_file(name)
+    return None if found is None else found[0]
+
+
+def program_file(name: str) -> tuple[str, os.stat_result | None] | None:
     """``os.path.realpath(shutil.which(name))`` (None: not found), at a fifth of their cost on
     a first hit (0.17 ms: a Python loop over ``PATH``, then one over each link of the path,
     ``c++`` -> ``/etc/alternatives/c++`` -> ... -> ``x86_64-linux-gnu-g++-12``): a ``stat`` per
     ``PATH`` folder as ``which`` makes them, and the kernel resolves the links (the path of
     an ``O_PATH`` descriptor, ``/proc/self/fd``). A name with a folder, no ``PATH``, no
-    ``O_PATH`` or no ``/proc``: ``shutil`` and ``os.path`` themselves."""
+    ``O_PATH`` or no ``/proc``: ``shutil`` and ``os.path`` themselves.
+
+    With the path, the status of the file found (None: it could not be read): of the file
+    opened, not of the path looked up again, which can name another file by then."""
     search = os.environ.get("PATH")
     if os.sep in name or not search or not _O_PATH:
         found = shutil.which(name)
-        return os.path.realpath(found) if found else None
+        return None if found is None else (os.path.realpath(found), _status(found))
     seen = set()
     for folder in search.split(os.pathsep):
         if folder in seen:
@@ -368,28 +381,37 @@ def program_path(name: str) -> str | None:
                 continue
         except (OSError, ValueError):
             continue
-        return _real_path(candidate)
+        return _real_file(candidate)
     return None
 
 
-def _real_path(path: str) -> str:
-    """``os.path.realpath`` of an existing ``path``, resolved by the kernel where it can."""
+def _real_file(path: str) -> tuple[str, os.stat_result | None]:
+    """``os.path.realpath`` of an existing ``path``, resolved by the kernel where it can, and
+    the status of the file opened."""
     try:
         descriptor = os.open(path, _O_PATH | os.O_CLOEXEC)
     except OSError:
-        return os.path.realpath(path)
+        return os.path.realpath(path), _status(path)
     try:
+        opened = os.fstat(descriptor)
         real = os.readlink(f"/proc/self/fd/{descriptor}")
         # The kernel's name is taken when it leads to the file opened: not a file deleted or
         # renamed meanwhile, nor a name outside a chroot the working folder was left in.
-        opened, named = os.fstat(descriptor), os.stat(real)
+        named = os.stat(real)
         if (opened.st_dev, opened.st_ino) == (named.st_dev, named.st_ino) and real.startswith(os.sep):
-            return real
+            return real, opened
     except OSError:  # no /proc; nothing at that name
         pass
     finally:
         os.close(descriptor)
-    return os.path.realpath(path)
+    return os.path.realpath(path), opened
+
+
+def _status(path: str) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except OSError:
+        return None
 
 
 _O_PATH: int = getattr(os, "O_PATH", 0)  # Linux
@@ -402,7 +424,7 @@ def _compiler_identity() -> str | None:
     Package managers keep the files' modification times, so identical installations
     agree; a stat costs microseconds where running or hashing the compiler costs ms.
     """
-    return _file_identity(_compiler_path())
+    return _identity(program_file(_compiler_name()))
 
 
 @functools.cache
@@ -547,9 +569,13 @@ def toolkit_driver(kind: str) -> tuple[str, str, str | None]:
     return str(spec["compiler"]), str(spec["compiler_env"]), _gpu_compiler_path(kind)
 
 
-def _gpu_compiler_path(kind: str) -> str | None:
+def _gpu_compiler_name(kind: str) -> str:
     spec = _GPU[kind]
-    return program_path((os.environ.get(str(spec["compiler_env"])) or str(spec["compiler"])).split()[0])
+    return (os.environ.get(str(spec["compiler_env"])) or str(spec["compiler"])).split()[0]
+
+
+def _gpu_compiler_path(kind: str) -> str | None:
+    return program_path(_gpu_compiler_name(kind))
 
 
 def gpu_toolkit_facts(device_type_name: str) -> dict[str, Any]:
@@ -564,7 +590,7 @@ def gpu_toolkit_facts(device_type_name: str) -> dict[str, Any]:
 @functools.cache
 def _gpu_identity(kind: str) -> str | None:
     """Once per process, as for the C++ compiler (the lookup path of every GPU variant)."""
-    return _file_identity(_gpu_compiler_path(kind))
+    return _identity(program_file(_gpu_compiler_name(kind)))
 
 
 def gpu_facts(facts: dict[str, Any], device_type_name: str, arch: str | None) -> dict[str, Any]:
@@ -583,15 +609,12 @@ def gpu_facts(facts: dict[str, Any], device_type_name: str, arch: str | None) ->
     return {**facts, **gpu_toolkit_facts(device_type_name), "build_env": build_env}
 
 
-@functools.cache
-def _file_identity(path: str | None) -> str | None:
-    if path is None:
+def _identity(found: tuple[str, os.stat_result | None] | None) -> str | None:
+    """``<path>@<size>:<mtime>`` of what ``program_file`` found (the path alone: no status)."""
+    if found is None:
         return None
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return path
-    return f"{path}@{stat.st_size}:{int(stat.st_mtime)}"
+    path, status = found
+    return path if status is None else f"{path}@{status.st_size}:{int(status.st_mtime)}"
 
 
 @functools.cache
