@@ -7,6 +7,8 @@ import pathlib
 import shutil
 import time
 
+import pytest
+
 import gtcache
 from gtcache.policies import verify
 from tests.helpers import draft
@@ -262,3 +264,64 @@ def test_a_repair_that_cannot_be_done_is_named_and_the_others_are_done(make_entr
         ("refused-folder", stuck.path.parent), ("broken-entry", stuck.path)}
     assert not {(p.kind, p.path) for p in report.repaired} & {(p.kind, p.path) for p in report.problems}
     assert any(note.startswith(f"could not repair {stuck.path}") for note in report.notes), report.notes
+
+
+_EIO_SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+static int failures;  /* the first GTCACHE_TEST_EIO_TIMES (all: unset) lstat calls of the path */
+static int failing(const char *path) {
+    const char *named = getenv("GTCACHE_TEST_EIO_PATH"), *times = getenv("GTCACHE_TEST_EIO_TIMES");
+    return named != NULL && path != NULL && strcmp(path, named) == 0 && (times == NULL || failures++ < atoi(times));
+}
+#define WRAP(name, params, args, path) \
+    int name params { \
+        static int (*real) params; \
+        if (failing(path)) { errno = EIO; return -1; } \
+        if (real == NULL) real = dlsym(RTLD_NEXT, #name); \
+        return real args; \
+    }
+WRAP(lstat, (const char *p, struct stat *s), (p, s), p)
+WRAP(lstat64, (const char *p, struct stat64 *s), (p, s), p)
+WRAP(fstatat, (int d, const char *p, struct stat *s, int f), (d, p, s, f), p)
+WRAP(fstatat64, (int d, const char *p, struct stat64 *s, int f), (d, p, s, f), p)
+"""
+
+
+@pytest.mark.parametrize("times", [None, "1"], ids=["lasting", "transient"])
+def test_a_folder_that_could_not_be_checked_is_named_and_never_removed(
+        make_entry, tmp_path: pathlib.Path, times: str | None) -> None:
+    """A folder whose status cannot be read (an I/O error, a stale NFS handle: maybe gone by
+    the next run) is a problem verify names, and one --repair leaves: not even a direct-link
+    shard, whose links are hints, is removed on that. The error comes from the C library:
+    ``lstat`` of that path fails with EIO in the ``gtcache`` command (a shim loaded with
+    ``LD_PRELOAD``), each time, or the first time only (then it is not said to be repaired)."""
+    import subprocess
+    import sys
+
+    store: gtcache.Store = make_entry.store
+    entry = make_entry("linked")
+    store.link_direct("d" * 32, entry.key)
+    shard = store.root / "direct" / "dd"
+    (tmp_path / "eio.c").write_text(_EIO_SHIM)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "eio.so"), str(tmp_path / "eio.c"), "-ldl"],
+                   check=True)
+    env = {**os.environ, "LD_PRELOAD": str(tmp_path / "eio.so"), "GTCACHE_TEST_EIO_PATH": str(shard),
+           **({"GTCACHE_TEST_EIO_TIMES": times} if times else {})}
+    gtcache_bin = str(pathlib.Path(sys.executable).parent / "gtcache")
+    cli = subprocess.run([gtcache_bin, "--cache-dir", str(store.root), "verify", "--repair"],
+                         capture_output=True, text=True, timeout=60, env=env)
+    said = cli.stdout + cli.stderr
+    assert f"cannot check folder '{shard}' (Input/output error)" in said, said
+    assert "repaired refused-folder" not in said, said
+    if times is None:
+        assert cli.returncode == 1, said
+    else:
+        assert cli.returncode == 0 and f"left {shard} as it was: 1 direct link" in said, said
+    assert (shard / ("d" * 32)).is_file(), "the shard and its link are left"
+    assert gtcache.open_store(store.root).build_key_of("d" * 32) == entry.key
+    assert verify(gtcache.open_store(store.root)).ok, "without the error, nothing is wrong"

@@ -104,17 +104,21 @@ def verify(store: Store, *, repair: bool = False, grace_seconds: float = DEFAULT
     problems, entries, notes = _check(store, grace_seconds)
     if not repair or not problems:
         return VerifyReport(store.root, entries, tuple(problems), notes=tuple(notes))
-    failed = []
+    failed: list[str] = []
+    unchecked: dict[tuple[str, pathlib.Path], str] = {}
     for problem in sorted(problems, key=lambda p: _REPAIR_ORDER.get(p.kind, 1)):
         try:
-            _repair(store, problem)
+            if not _repair(store, problem):
+                unchecked[problem.kind, problem.path] = problem.detail
         except OSError as error:  # (a folder of another user in the store): the rest is repaired
             failed.append(f"could not repair {problem.path}: {error.strerror or error}")
     store.recheck_folders()  # checked again, not taken from before the repairs
     store.rebuild_index()
     remaining, entries, notes = _check(store, grace_seconds)
     left = {(p.kind, p.path) for p in remaining}  # (a detail may count what is left)
-    repaired = tuple(p for p in problems if p.kind != "config" and (p.kind, p.path) not in left)
+    repaired = tuple(p for p in problems if p.kind != "config" and (p.kind, p.path) not in left | unchecked.keys())
+    failed += [f"left {path} as it was: {detail} It checks out now."
+               for (kind, path), detail in sorted(unchecked.items()) if (kind, path) not in left]
     return VerifyReport(store.root, entries, tuple(remaining), repaired=repaired, notes=tuple(failed + notes))
 
 
@@ -240,7 +244,8 @@ def _refused_what(found: RefusedFolder) -> str:
     return f"{count} entr{'y' if count == 1 else 'ies'} in it refused (each a broken-entry)"
 
 
-def _repair(store: Store, problem: Problem) -> None:
+def _repair(store: Store, problem: Problem) -> bool:
+    """Repair ``problem``; False: left as it was on purpose (it could not be checked)."""
     if problem.kind == "symlink":
         store.repair_folder(problem.path)
     elif problem.kind == "refused-folder":
@@ -250,7 +255,7 @@ def _repair(store: Store, problem: Problem) -> None:
         # are quarantined (else it stays, and is reported again). Not one that could not be
         # checked (an I/O error, a stale NFS handle: maybe gone by the next run).
         if ": cannot check folder" in problem.detail:
-            return
+            return False
         if problem.path.parent.name == DIRECT_DIR:
             remove_tree(problem.path)  # a symlink is unlinked itself, never followed
         else:
@@ -260,6 +265,7 @@ def _repair(store: Store, problem: Problem) -> None:
         store.quarantine(problem.key)
     elif problem.kind in ("extra-file", "orphan", "leftover", "dangling-link"):
         remove_tree(problem.path)  # a symlink is unlinked itself, never followed
+    return True
 
 
 def _listdir(path: str | os.PathLike[str], unsafe: AbstractSet[pathlib.Path] = frozenset()) -> list[os.DirEntry[str]]:
