@@ -16,6 +16,7 @@ import os
 import pathlib
 import shutil
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -524,6 +525,66 @@ def test_a_record_others_can_write_is_refused_by_lookups_and_counted_by_doctor(t
     assert reason.startswith("file 'entry.json' is writable by everyone") and f"chmod -R go-w {store.root}" in reason
     (found,) = gtcache.open_store(store.root).refused_folders()
     assert (found.path, found.what, found.problem) == (entry, "entry", reason)
+
+
+def _grant_write(path: pathlib.Path, *, user: int | None = None, group: int | None = None, mask: int = 0o7) -> None:
+    """Give ``path`` a POSIX access ACL that names ``user`` or ``group`` with write (``setfacl
+    -m u:<user>:rwx``; no setfacl here: the extended attribute the kernel reads). ``mask``
+    bounds what named entries get; the mode's group bits then show it."""
+    folder = path.is_dir()
+    own, others = (0o7, 0o5) if folder else (0o6, 0o4)
+    entries = [(0x01, own, 0xFFFFFFFF), (0x04, others, 0xFFFFFFFF), (0x10, mask, 0xFFFFFFFF), (0x20, others, 0xFFFFFFFF)]
+    entries += [(0x02, own, user)] if user is not None else [(0x08, own, group)]
+    entries.sort()
+    os.setxattr(path, "system.posix_acl_access", struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries))
+
+
+#: argv: a file or folder. As ``nobody``: appends to the file, or makes a file in the folder.
+WRITE_AS_NOBODY = DROP + """
+import os, sys
+drop(65534, 65534, [])
+target = sys.argv[1]
+if os.path.isdir(target):
+    open(os.path.join(target, "planted"), "w").close()
+else:
+    with open(target, "a"):
+        pass
+print("written")
+"""
+
+
+@pytest.mark.parametrize("what", ["program.py", "entry.json", "entry folder", "shard folder", "store root", "group"])
+def test_what_an_acl_lets_someone_untrusted_write_is_refused(public: pathlib.Path, what: str) -> None:
+    """A POSIX ACL lets a named user or group write what the owner and mode alone say only
+    trusted users can: the mode shows its mask as the group bits (``-rw-rw-r--+``, group the
+    owner's private one, which is accepted), and a reviewer's ``nobody`` rewrote a payload
+    and its record so that a reader ran its code. The ACL is read when the mask lets named
+    entries write: a user or group it names must be trusted."""
+    store = gtcache.open_store(public / "store")
+    key = publish(store).key
+    entry = store.root / "entries" / key[:2] / key
+    target = {"program.py": entry / "program.py", "entry.json": entry / "entry.json", "entry folder": entry,
+              "shard folder": entry.parent, "store root": store.root, "group": entry / "program.py"}[what]
+    who = {"group": NOGROUP} if what == "group" else {"user": NOBODY}
+
+    def lookup(trust: TrustPolicy | None = None) -> object:
+        return gtcache.open_store(store.root, trust=trust or TrustPolicy.from_env()).lookup(key)
+
+    _grant_write(target, **who, mask=0o5 if target.is_dir() else 0o4)  # named, but the mask lets nobody write
+    assert lookup() is not None
+    _grant_write(target, **who)
+    if what != "group":
+        assert child(WRITE_AS_NOBODY, target) == "written", "the ACL lets nobody write it"
+    refusal = "writable by group 'nogroup'" if what == "group" else "writable by user 'nobody'"
+    error = gtcache.UntrustedStoreError if what == "store root" else gtcache.CorruptEntryError
+    with pytest.raises(error, match=f"{refusal} through its access ACL") as caught:
+        lookup()
+    if what in ("entry.json", "entry folder", "shard folder"):  # the fix, for the store (payload files: none)
+        assert f"setfacl -R -b {store.root}" in str(caught.value)
+    trusted = TrustPolicy(groups=[NOGROUP]) if what == "group" else TrustPolicy(users=[NOBODY])
+    if target.is_dir():
+        (target / "planted").unlink(missing_ok=True)
+    assert lookup(trusted) is not None, "trusting whom the ACL names, it is used"
 
 
 def test_a_store_reached_through_a_symlink_is_used_where_it_was_checked(public: pathlib.Path) -> None:

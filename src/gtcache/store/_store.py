@@ -227,7 +227,7 @@ class Store:
                 os.close(fd)
         except (OSError, UnicodeDecodeError):
             return None
-        if self.trust is not None and (self.trust.file_problem(link, st) or self._shard_problem(link)):
+        if self.trust is not None and (self.trust.file_problem(link, st, link) or self._shard_problem(link)):
             return None
         return text if _layout.is_key(text) else None
 
@@ -250,13 +250,15 @@ class Store:
         """Why the entry folder ``path`` (its ``entry.json`` of stat ``st``) may have been written
         by someone untrusted: its folders (``_folder_problem``), then its record; None when
         nothing. The rule of ``lookup``, which listings, ``doctor`` and ``verify`` apply too."""
-        return self._folder_problem(path) or self._record_problem(st)
+        return self._folder_problem(path) or self._record_problem(path, st)
 
-    def _record_problem(self, st: os.stat_result) -> str | None:
-        """Why an entry's record (``entry.json``, stat ``st``) may have been written by someone untrusted."""
+    def _record_problem(self, path: str, st: os.stat_result) -> str | None:
+        """Why the record (``entry.json``, stat ``st``) of the entry folder ``path`` may have
+        been written by someone untrusted."""
         assert self.trust is not None
-        if (problem := self.trust.file_problem(_layout.ENTRY_FILE, st)) is not None and "writable by" in problem:
-            return f"{problem.removesuffix('.')}; {_umask_advice(self._root)}"  # (seldom alone, as for folders)
+        problem = self.trust.file_problem(_layout.ENTRY_FILE, st, f"{path}/{_layout.ENTRY_FILE}")
+        if problem is not None and "writable by" in problem:
+            return f"{problem.removesuffix('.')}; {_umask_advice(self._root, problem)}"  # (seldom alone, as for folders)
         return problem
 
     def _folder_problem(self, folder: str) -> str | None:
@@ -285,7 +287,7 @@ class Store:
             try:
                 # Who wrote it and how big it is, before a byte is read.
                 if st.st_size > _layout.FACTS_MAX_BYTES or (
-                    self.trust is not None and self.trust.file_problem(_layout.FACTS_DIR, st)
+                    self.trust is not None and self.trust.file_problem(_layout.FACTS_DIR, st, fd)
                 ):
                     return None
                 data = _read_fd(fd, st.st_size, _layout.FACTS_MAX_BYTES)
@@ -784,7 +786,7 @@ class Store:
             st = os.lstat(f"{folder}/{_layout.ENTRY_FILE}")
         except OSError:
             return None
-        return self._record_problem(st) if stat.S_ISREG(st.st_mode) else None
+        return self._record_problem(folder, st) if stat.S_ISREG(st.st_mode) else None
 
     def recheck_folders(self) -> None:
         """Forget the folder checks made once per ``Store`` (``unsafe_folders``, the shard
@@ -838,13 +840,15 @@ def _real_folder_problem(path: str, trust: TrustPolicy | None, root: str) -> str
         return None
     head, _, advice = problem.partition("; ")
     if "writable by" in head:
-        advice = _umask_advice(root)
+        advice = _umask_advice(root, head)
     return f"folder {head}, so it is not loaded; {advice}"
 
 
-def _umask_advice(root: str) -> str:
-    """The fix of a folder or record writable by someone untrusted: seldom alone (a store made
-    under umask 002), so for the whole store."""
+def _umask_advice(root: str, problem: str) -> str:
+    """The fix of a folder or record writable by someone untrusted (``problem``): seldom alone
+    (a store made under umask 002, ACLs set on a tree), so for the whole store."""
+    if "through its access ACL" in problem:
+        return f"run 'setfacl -R -b {root}', or trust whom the ACLs name (GTCACHE_TRUSTED_USERS, GTCACHE_TRUSTED_GROUPS)"
     return f"run 'chmod -R go-w {root}', or set GTCACHE_TRUSTED_GROUPS if its group may write it"
 
 

@@ -12,7 +12,9 @@ in the reader's processes. The rules, checked by the READER once per opening:
   not world-writable, and group-writable only when its group is trusted or is
   its owner's private group (same name as the owner, no other members, listed
   or with it as their primary group: the "user private group" convention, as
-  Debian's ssh accepts).
+  Debian's ssh accepts). A POSIX access ACL whose mask lets its named users and
+  groups write (the mode's group bits are then that mask) must name trusted ones
+  only, by the same rules (``acl_write_entries``; NFSv4 ACLs are not read).
 - Checked at opening: the store root, each of its folders that exists
   (``entries``, ``direct``, ``tmp``, ``trash``, ``quarantine``, ``ledger``,
   ``locks``, ``index``) and an index folder elsewhere; and every ancestor of the
@@ -40,11 +42,13 @@ without execute (kept for executables): a root ``2775`` (group-shared) gives
 
 from __future__ import annotations
 
+import errno
 import grp
 import os
 import pathlib
 import pwd
 import stat
+import struct
 from collections.abc import Iterable, Mapping
 
 from gtcache._frozen import Frozen
@@ -129,10 +133,14 @@ class TrustPolicy:
 
     # -- paths ---------------------------------------------------------------------------
 
-    def problem(self, path: str | os.PathLike[str], st: os.stat_result, *, sticky_ok: bool = False) -> str | None:
+    def problem(
+        self, path: str | os.PathLike[str], st: os.stat_result, *, sticky_ok: bool = False,
+        at: str | int | None = None,
+    ) -> str | None:
         """Why ``path`` (stat ``st``) may have been written by someone untrusted, or None.
 
         ``sticky_ok``: an ancestor folder; writable by others is fine with the sticky bit.
+        ``at``: where its ACL is read (a path or an open descriptor; default ``path``).
         """
         if self.anyone:
             return None
@@ -161,13 +169,36 @@ class TrustPolicy:
                 f"'{path}' is writable by group '{name}' ({found()}); run 'chmod g-w {path}',"
                 f" or set GTCACHE_TRUSTED_GROUPS={name} if group '{name}' may write it"
             )
+        if mode & _WRITE_GROUP and (writer := self._acl_writer(os.fspath(path) if at is None else at, owner)):
+            # With an ACL the group bits are its mask: the named users and groups it lets write.
+            return (
+                f"'{path}' is writable by {writer} through its access ACL ({found()}); run 'setfacl -b {path}',"
+                " or trust them (GTCACHE_TRUSTED_USERS / GTCACHE_TRUSTED_GROUPS)"
+            )
         return None
 
-    def file_problem(self, name: str, st: os.stat_result) -> str | None:
-        """Why an entry file (stat ``st``) cannot be trusted, as a ``CorruptEntryError`` reason."""
+    def _acl_writer(self, at: str | int, owner: int) -> str | None:
+        """Who untrusted the POSIX access ACL of ``at`` lets write (``user 'x'``, ``group 'y'``),
+        or None (no ACL, or every writer it names is trusted)."""
+        try:
+            entries = acl_write_entries(at)
+        except OSError as error:
+            return f"whomever its ACL names (it cannot be read: {error.strerror or error})"
+        except ValueError as error:
+            return f"whomever its ACL names ({error})"
+        for is_user, number in entries:
+            if is_user and not self.trusts_user(number):
+                return f"user '{self._user_name(number)}'"
+            if not is_user and not self.trusts_group_write(number, owner):
+                return f"group '{self._group_name(number)}'"
+        return None
+
+    def file_problem(self, name: str, st: os.stat_result, at: str | int) -> str | None:
+        """Why an entry file (stat ``st``; ``at``: its path or an open descriptor) cannot be
+        trusted, as a ``CorruptEntryError`` reason."""
         if st.st_uid in self._trusted and not st.st_mode & (_WRITE_GROUP | _WRITE_OTHER):
             return None  # the fast path: one set look-up, one mask
-        problem = self.problem(name, st)
+        problem = self.problem(name, st, at=at)
         return None if problem is None else f"file {problem.partition(';')[0]}, so it is not loaded."
 
 
@@ -258,6 +289,30 @@ def _group_name(gid: int) -> str:
         return grp.getgrgid(gid).gr_name
     except KeyError:
         return str(gid)
+
+
+def acl_write_entries(at: str | int) -> list[tuple[bool, int]]:
+    """The named users (``True``, uid) and groups (``False``, gid) the POSIX access ACL of
+    ``at`` (a path, followed, or an open descriptor) lets write: their entry and the mask
+    allow it. None named: no ACL, or a file system without them. ``ValueError``: not an ACL
+    this code can read (Linux's ``system.posix_acl_access``, version 2)."""
+    try:
+        raw = os.getxattr(at, _ACL_ACCESS)
+    except OSError as error:
+        if error.errno in _NO_ACL:
+            return []
+        raise
+    if len(raw) < 4 or (len(raw) - 4) % 8 or struct.unpack_from("<I", raw)[0] != 2:
+        raise ValueError("an ACL of an unknown format")
+    entries = list(struct.iter_unpack("<HHI", raw[4:]))
+    mask = next((perm for tag, perm, _ in entries if tag == _ACL_MASK), 0o7)
+    return [(tag == _ACL_USER, number) for tag, perm, number in entries
+            if tag in (_ACL_USER, _ACL_GROUP) and perm & mask & 0o2]
+
+
+_ACL_ACCESS = "system.posix_acl_access"
+_ACL_USER, _ACL_GROUP, _ACL_MASK = 0x02, 0x08, 0x10  # tags of <linux/posix_acl_xattr.h>
+_NO_ACL = frozenset({errno.ENODATA, errno.EOPNOTSUPP, errno.ENOTSUP})
 
 
 def _member_of_any(uid: int, gids: frozenset[int]) -> bool:
