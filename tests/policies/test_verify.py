@@ -321,7 +321,46 @@ def test_a_folder_that_could_not_be_checked_is_named_and_never_removed(
     if times is None:
         assert cli.returncode == 1, said
     else:
-        assert cli.returncode == 0 and f"left {shard} as it was: 1 direct link" in said, said
+        assert cli.returncode == 0 and f"left {shard} as it was: 1 direct link" in said and "but it checks out now." in said, said
     assert (shard / ("d" * 32)).is_file(), "the shard and its link are left"
     assert gtcache.open_store(store.root).build_key_of("d" * 32) == entry.key
     assert verify(gtcache.open_store(store.root)).ok, "without the error, nothing is wrong"
+
+
+def test_an_entry_published_anew_since_the_check_is_left_and_so_is_its_link(make_entry) -> None:
+    """In a large store, minutes pass between verify finding an entry broken and --repair
+    repairing it: a model run may publish it anew, sound, meanwhile (a reviewer's run: the
+    sound entry went to quarantine/ and its fresh direct link was removed as dangling). The
+    repair checks the entry and the link's entry again, and leaves them."""
+    from gtcache.policies.verify import _repair
+
+    store: gtcache.Store = make_entry.store
+    entry = make_entry("republished")
+    store.link_direct("d" * 32, entry.key)
+    (entry.path / "program.py").write_bytes(b"x")  # truncated: broken
+    report = verify(gtcache.open_store(store.root))
+    link = store.root / "direct" / "dd" / ("d" * 32)
+    assert {(p.kind, p.path) for p in report.problems} == {("broken-entry", entry.path), ("dangling-link", link)}
+    assert store.publish(draft("republished"), {"program.py": b"x" * 1000}).key == entry.key  # a model run's
+    for problem in report.problems:
+        assert _repair(store, problem) is False, problem
+    assert not (store.root / "quarantine").exists() or not any((store.root / "quarantine").iterdir())
+    assert gtcache.open_store(store.root).build_key_of("d" * 32) == entry.key
+    assert verify(gtcache.open_store(store.root)).ok
+
+
+def test_quarantine_sets_aside_only_the_folder_judged_broken(make_entry) -> None:
+    """Between the last check and the move, a publish may put a new folder at the key: that
+    one is put back, and the call says nothing was set aside."""
+    store: gtcache.Store = make_entry.store
+    entry = make_entry("swapped")
+    (entry.path / "program.py").write_bytes(b"x")
+    judged = os.lstat(entry.path)
+    store.publish(draft("swapped"), {"program.py": b"x" * 1000})
+    assert store.quarantine(entry.key, judged=judged) is None
+    assert gtcache.open_store(store.root).lookup(entry.key) is not None
+    assert not (store.root / "quarantine").exists() or not any((store.root / "quarantine").iterdir())
+    broken = make_entry("broken")
+    (broken.path / "program.py").write_bytes(b"x")
+    aside = store.quarantine(broken.key, judged=os.lstat(broken.path))
+    assert aside is not None and aside.parent == store.root / "quarantine" and not broken.path.exists()

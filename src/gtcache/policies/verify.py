@@ -117,7 +117,7 @@ def verify(store: Store, *, repair: bool = False, grace_seconds: float = DEFAULT
     remaining, entries, notes = _check(store, grace_seconds)
     left = {(p.kind, p.path) for p in remaining}  # (a detail may count what is left)
     repaired = tuple(p for p in problems if p.kind != "config" and (p.kind, p.path) not in left | unchecked.keys())
-    failed += [f"left {path} as it was: {detail} It checks out now."
+    failed += [f"left {path} as it was: {detail.removesuffix('.')}, but it checks out now."
                for (kind, path), detail in sorted(unchecked.items()) if (kind, path) not in left]
     return VerifyReport(store.root, entries, tuple(remaining), repaired=repaired, notes=tuple(failed + notes))
 
@@ -245,7 +245,8 @@ def _refused_what(found: RefusedFolder) -> str:
 
 
 def _repair(store: Store, problem: Problem) -> bool:
-    """Repair ``problem``; False: left as it was on purpose (it could not be checked)."""
+    """Repair ``problem``; False: left as it was on purpose (it could not be checked, or it
+    checks out now)."""
     if problem.kind == "symlink":
         store.repair_folder(problem.path)
     elif problem.kind == "refused-folder":
@@ -262,10 +263,34 @@ def _repair(store: Store, problem: Problem) -> bool:
             with contextlib.suppress(OSError):
                 os.rmdir(problem.path)  # only an empty folder; never follows a symlink
     elif problem.kind == "broken-entry" and problem.key is not None:
-        store.quarantine(problem.key)
-    elif problem.kind in ("extra-file", "orphan", "leftover", "dangling-link"):
+        # Checked again first: a model run may have published it anew, sound, since the check
+        # (which takes minutes in a large store); then only the folder judged is set aside.
+        try:
+            judged = os.lstat(problem.path)
+        except FileNotFoundError:
+            return True
+        if _sound(store, problem.key):
+            return False
+        store.quarantine(problem.key, judged=judged)
+    elif problem.kind == "dangling-link":
+        target = store.build_key_of(problem.path.name)
+        if target is not None and _sound(store, target):  # linked anew, or its entry published since
+            return False
+        remove_tree(problem.path)
+    elif problem.kind in ("extra-file", "orphan", "leftover"):
         remove_tree(problem.path)  # a symlink is unlinked itself, never followed
     return True
+
+
+def _sound(store: Store, key: str) -> bool:
+    """Whether the entry ``key`` passes ``lookup`` and its checksums now."""
+    try:
+        entry = store.lookup(key)
+        if entry is not None:
+            store.verify_payload(entry)
+    except CorruptEntryError:
+        return False
+    return entry is not None
 
 
 def _listdir(path: str | os.PathLike[str], unsafe: AbstractSet[pathlib.Path] = frozenset()) -> list[os.DirEntry[str]]:

@@ -586,8 +586,12 @@ class Store:
         """Rows the last index read skipped unread because they are not gtcache's."""
         return self._index.foreign
 
-    def quarantine(self, key: str) -> pathlib.Path | None:
-        """Move an entry out of the way, into ``quarantine/``, for inspection; None if absent."""
+    def quarantine(self, key: str, *, judged: os.stat_result | None = None) -> pathlib.Path | None:
+        """Move an entry out of the way, into ``quarantine/``, for inspection; None if absent.
+
+        ``judged``: the ``lstat`` of the entry folder the caller found broken. Only that folder
+        is set aside: one a publish put at the key since (a sound entry) is put back, or
+        removed if yet another took its place meanwhile, and None is returned."""
         self._require_writable()
         if self._shard(key) is None:
             return None
@@ -595,12 +599,18 @@ class Store:
         name = _files.unique_name(f"{key}-")
         try:
             os.rename(self.entry_path(key), name, dst_dir_fd=folder)
+            moved = os.stat(name, dir_fd=folder, follow_symlinks=False)
         except FileNotFoundError:
             return None
         finally:
             os.close(folder)
+        aside = self.root / _layout.QUARANTINE_DIR / name
+        if judged is not None and (moved.st_dev, moved.st_ino) != (judged.st_dev, judged.st_ino):
+            if not _rename_if_absent(aside, self.entry_path(key)):
+                self._move_to_trash(aside)
+            return None
         self._index.delete(key)
-        return self.root / _layout.QUARANTINE_DIR / name
+        return aside
 
     def usage(self) -> tuple[int, int, int]:
         """(entries, bytes, files) from the folders alone: no record is parsed, no index read."""
