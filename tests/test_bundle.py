@@ -267,3 +267,59 @@ def test_export_refuses_an_existing_file_unless_forced(bundle: pathlib.Path, tmp
     export_bundle(store, store.scan().entries[:1], bundle, force=True)
     assert bundle.read_bytes() != before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache.tar.gz", "src"], "no temp file left"
+
+
+def test_import_makes_tmp_with_the_stores_mode_whatever_the_umask(bundle: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """A group-shared store (root 2775) whose tmp/ went (``gtcache clear`` removes it): an
+    import under umask 022 made it 755, and the group's next writer could stage nothing
+    there (a reviewer's 'Permission denied'). It gets the store's mode, as every folder does."""
+    import os
+    import stat
+    import subprocess
+    import sys
+
+    root = tmp_path / "shared"
+    root.mkdir()
+    os.chmod(root, 0o2775)
+    gtcache.open_store(root).close()
+    shutil.rmtree(root / "tmp", ignore_errors=True)
+    code = ("import os, sys; os.umask(0o022); from gtcache_cli.main import cli;"
+            f" cli(['--cache-dir', {str(root)!r}, 'import', {str(bundle)!r}])")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert stat.S_IMODE((root / "tmp").stat().st_mode) == 0o2775
+    assert len(entries(root)) == 2
+
+
+def test_an_import_that_fails_part_way_imports_nothing(bundle: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """An entry that cannot be published (here its shard folder is a symlink; a full disk
+    alike) after another was: one Error line, and the store's entries are as they were (a
+    reviewer's run left the first entry imported behind an Error exit)."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "dst"
+    store = gtcache.open_store(root)
+    keys = sorted(e.key for e in gtcache.open_store(tmp_path / "src").scan().entries)
+    assert keys[0][:2] != keys[1][:2]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    order = [record.key for record in _bundled_records(bundle)]
+    (root / "entries" / order[-1][:2]).symlink_to(elsewhere, target_is_directory=True)
+    store.close()
+    gtcache_bin = str(pathlib.Path(sys.executable).parent / "gtcache")
+    proc = subprocess.run([gtcache_bin, "--cache-dir", str(root), "import", str(bundle)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith("Error: Cannot publish entry"), proc.stderr
+    assert "The entry imported before it was removed again: nothing was imported." in lines[0], lines
+    assert entries(root) == [] and list(elsewhere.iterdir()) == []
+
+
+def _bundled_records(bundle: pathlib.Path) -> list[gtcache.EntryRecord]:
+    """The records of ``bundle`` in the order its members come (the order they are published)."""
+    from gtcache.store import EntryRecord
+
+    with tarfile.open(bundle) as tar:
+        return [EntryRecord.loads(tar.extractfile(m).read()) for m in tar.getmembers()  # type: ignore[union-attr]
+                if m.name.endswith("/entry.json")]

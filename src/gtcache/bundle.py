@@ -362,12 +362,10 @@ def read_bundle(
         raise BundleError(f"Signed bundles are required, but {ENV_KEY} is not set to check signatures.")
     if store.read_only:
         raise BundleError(f"Store '{store.root}' is read-only; cannot import into it.")
-    tmp_root = store.root / TMP_DIR
-    try:
-        tmp_root.mkdir(exist_ok=True)
-        staging = pathlib.Path(tempfile.mkdtemp(prefix="import-", dir=tmp_root))
+    try:  # (GtcacheError where nothing is written to the store: a symlinked tmp/, say)
+        staging = pathlib.Path(tempfile.mkdtemp(prefix="import-", dir=store.scratch_root()))
     except OSError as error:
-        raise BundleError(f"Cannot stage the import in '{tmp_root}': {error.strerror or error}.") from None
+        raise BundleError(f"Cannot stage the import in '{store.root / TMP_DIR}': {error.strerror or error}.") from None
     try:
         listed = _receive(stream, staging, key, require_signature, name, expect)
         checked = _check_entries(listed, staging, name)
@@ -633,28 +631,51 @@ def _publish_all(
     store: Store, records: list[EntryRecord], staging: pathlib.Path, force: bool,
     facts: Mapping[str, Any], name: str,
 ) -> ImportReport:
-    imported, existing, replaced = [], [], []
+    """Publish the checked entries; all or none: when one cannot be published (a full disk, a
+    shard folder that is a symlink), those published before it are removed again."""
+    imported: list[str] = []
+    existing: list[str] = []
+    replaced: list[str] = []
     skipped: dict[str, str] = {}
-    for record in records:
-        if not force and (problem := _mismatch(record, facts)):
-            skipped[record.key] = problem
-            continue
-        try:
-            found = store.lookup(record.key)
-            if found is not None:
-                store.verify_payload(found)
-                existing.append(record.key)
+    try:
+        for record in records:
+            if not force and (problem := _mismatch(record, facts)):
+                skipped[record.key] = problem
                 continue
-        except CorruptEntryError:
-            replaced.append(record.key)  # publishing replaces a broken entry
-        folder = staging / record.key
-        try:
-            store.publish_record(record, {f.path: folder / f.path for f in record.files})
-        except OSError as error:
-            raise BundleError(f"Cannot publish entry '{record.key}' from bundle '{name}':"
-                              f" {error.strerror or error}.") from None
-        imported.append(record.key)
+            try:
+                found = store.lookup(record.key)
+                if found is not None:
+                    store.verify_payload(found)
+                    existing.append(record.key)
+                    continue
+            except CorruptEntryError:
+                replaced.append(record.key)  # publishing replaces a broken entry
+            folder = staging / record.key
+            try:
+                store.publish_record(record, {f.path: folder / f.path for f in record.files})
+            except (OSError, GtcacheError) as error:
+                why = (error.strerror if isinstance(error, OSError) else None) or str(error)
+                raise BundleError(f"Cannot publish entry '{record.key}' from bundle '{name}': {why.rstrip('.')}."
+                                  f"{_rolled_back(store, imported)}") from None
+            imported.append(record.key)
+    except BundleError:
+        raise
+    except BaseException:  # interrupted (Ctrl-C): nothing half-imported either
+        _rolled_back(store, imported)
+        raise
     return ImportReport(tuple(imported), tuple(existing), skipped, tuple(replaced))
+
+
+def _rolled_back(store: Store, imported: list[str]) -> str:
+    """Remove the entries this import published; what the error says of them."""
+    if not imported:
+        return ""
+    failed: dict[str, str] = {}
+    store.remove(imported, failed=failed)
+    before = "the entry imported before it" if len(imported) == 1 else f"the {len(imported)} entries imported before it"
+    if failed:
+        return f" Of {before}, {len(failed)} could not be removed again: {', '.join(sorted(failed))}."
+    return f" {before[0].upper()}{before[1:]} {'was' if len(imported) == 1 else 'were'} removed again: nothing was imported."
 
 
 def _mismatch(record: EntryRecord, facts: Mapping[str, Any]) -> str | None:

@@ -139,6 +139,7 @@ COMMANDS = {
     "rm KEY --yes": ["rm", "{key}", "--yes"],
     "prune --max-size 0 --yes": ["prune", "--max-size", "0", "--yes"],
     "reindex": ["reindex"],
+    "import BUNDLE": ["import", "{bundle}"],  # the store's own entries: all there already
 }
 
 
@@ -165,11 +166,14 @@ def test_planted_symlink_never_reaches_outside(
     store: pathlib.Path, tmp_path: pathlib.Path, what: str, command: str, tally: Tally
 ) -> None:
     _, record = _a_record(store)
+    bundle = tmp_path / "bundle.tar.gz"
+    if command == "import BUNDLE":
+        assert gtcache_cli(store, "export", str(bundle)).returncode == 0
     canary = make_canary(tmp_path / "canary", record, _a_payload(store))
     key = plant(store, what, canary)
     before = snapshot(canary)
 
-    result = gtcache_cli(store, *(arg.format(key=key) for arg in COMMANDS[command]))
+    result = gtcache_cli(store, *(arg.format(key=key, bundle=bundle) for arg in COMMANDS[command]))
 
     after = snapshot(canary)
     tally.tried += 1
@@ -374,3 +378,20 @@ def test_decode_refuses_foreign_paths_for_every_kind(tmp_path: pathlib.Path) -> 
     for kind, (fields, files) in cases.items():
         with pytest.raises(gtcache.CorruptEntryError, match="not a file of the entry"):
             codecs.decode({"kind": kind.split("-")[0], "fields": fields}, tmp_path, files=files, key="k" * 32)
+
+
+def test_a_direct_link_is_never_written_through_a_symlinked_shard(store: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """A hit writes its direct link (``direct/<xx>/<key>``): a shard folder swapped for a
+    symlink out of the store (a reviewer's run wrote the link into the target) is refused,
+    as a symlinked entry shard is when publishing; the hook warns and goes on (``_link``)."""
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    opened = gtcache.open_store(store)
+    key = next(iter(opened.scan().entries)).key
+    (store / "direct").mkdir(exist_ok=True)
+    (store / "direct" / "6a").symlink_to(canary, target_is_directory=True)
+    with pytest.raises(gtcache.GtcacheError, match="is not a folder"):
+        opened.link_direct("6a" + "0" * 30, key)
+    assert list(canary.iterdir()) == []
+    opened.link_direct("6b" + "0" * 30, key)  # a real shard: written
+    assert opened.build_key_of("6b" + "0" * 30) == key

@@ -348,6 +348,8 @@ class Store:
             raise ValueError("Direct and build keys must be 32 lowercase hex digits.")
         link = pathlib.Path(_layout.direct_link(self._root, direct_key))
         self.modes.make_folder(link.parent)
+        if not stat.S_ISDIR(os.lstat(link.parent).st_mode):  # never written through a symlink
+            raise GtcacheError(f"'{link.parent}' is not a folder (a symlink or a file); run 'gtcache verify --repair'.")
         _files.atomic_write_text(link, build_key + "\n", durable=False, mode=self.modes.file)
 
     # -- publish ------------------------------------------------------------------------
@@ -421,9 +423,7 @@ class Store:
         record_for: Callable[[tuple[FileRecord, ...]], EntryRecord],
     ) -> pathlib.Path:
         """A complete entry folder under ``tmp/``: every file flushed, then ``entry.json``."""
-        tmp_root = self.root / _layout.TMP_DIR
-        self.modes.make_folder(tmp_root)
-        staging = tmp_root / _files.unique_name("publish-")
+        staging = self.scratch_root() / _files.unique_name("publish-")
         self.modes.make_folder(staging)
         try:
             records = []
@@ -683,12 +683,23 @@ class Store:
     @contextlib.contextmanager
     def scratch(self, prefix: str) -> Iterator[pathlib.Path]:
         """A fresh path in the store's ``tmp/`` (not created: make a folder or a file there),
-        removed with everything under it on leaving. Same file system as the entries."""
-        path = self.root / _layout.TMP_DIR / _files.unique_name(prefix)
+        removed with everything under it on leaving. Same file system as the entries.
+        ``scratch_root`` first: refused where the store is not written."""
+        path = self.scratch_root() / _files.unique_name(prefix)
         try:
             yield path
         finally:
             _files.remove_tree(path)
+
+    def scratch_root(self) -> pathlib.Path:
+        """The store's ``tmp/``, made with the store's mode if absent (not with the umask of
+        whoever runs first: a group-shared store's next writer could not use it). Refused
+        (``GtcacheError``) where the store is not written: read-only, or a fixed folder that
+        is a symlink (``tmp/`` itself: staging there would write outside the store)."""
+        self._require_writable()
+        tmp_root = self.root / _layout.TMP_DIR
+        self.modes.make_folder(tmp_root)
+        return tmp_root
 
     def _require_writable(self) -> None:
         if self.read_only:
