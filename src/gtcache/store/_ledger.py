@@ -3,11 +3,22 @@
 The hook writes its run's summary once, at exit (never on the hit path), as a
 new file: concurrent writers never share a file, so nothing is lost or torn.
 ``gtcache stats`` adds them up; ``gtcache stats --zero`` removes them.
+
+A run file is a ``*.json`` name not starting with a dot (``_is_run``). Everything else in
+``ledger/`` is not a run: the ``zeroed`` marker, and a writer's temp file
+(``.<name>.tmp-<pid>-<hex>``) that becomes a run file by one rename: ``zero`` never removes
+one, as it may be a run being recorded right now.
+
+``ledger/`` is a fixed folder of the store (a real folder or absent): it is opened once,
+without following a symlink, and every file in it is read, written and removed through
+that descriptor. A ``ledger/`` that is a symlink (or a file) reads as no runs and is never
+written through (``verify`` names it, ``verify --repair`` mends it).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
 import pathlib
@@ -15,6 +26,7 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
+from gtcache.errors import GtcacheError
 from gtcache.store import _files
 from gtcache.store._layout import LEDGER_DIR
 from gtcache.store._record import now_iso
@@ -43,32 +55,82 @@ class LedgerTotals:
         return data
 
 
+#: ``ledger/`` opened as a folder, never through a symlink (ELOOP) or as a file (ENOTDIR).
+_OPEN_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def _is_run(name: str) -> bool:
+    """Whether ``name`` in ``ledger/`` is a run file (not a temp file, not the marker)."""
+    return name.endswith(".json") and not name.startswith(".")
+
+
+def _open_folder(root: pathlib.Path) -> int | None:
+    """A descriptor of ``root``'s ``ledger/``; None when it is absent. ``GtcacheError`` when
+    it is not a real folder (a symlink, a file): nothing is read or written through it."""
+    folder = root / LEDGER_DIR
+    try:
+        return os.open(folder, _OPEN_FOLDER)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise GtcacheError(
+                f"Store folder '{folder}' is not a real folder; nothing is written through it:"
+                " run 'gtcache verify --repair'."
+            ) from None
+        raise
+
+
 def write_run(root: pathlib.Path, summary: Mapping[str, Any], modes: StoreModes | None = None) -> pathlib.Path:
-    """Write one run's summary as a new ledger file (with ``modes``); return its path."""
+    """Write one run's summary as a new ledger file (with ``modes``); return its path.
+
+    ``GtcacheError`` if ``ledger/`` is a symlink or a file (never written through)."""
     folder = root / LEDGER_DIR
     modes = modes or StoreModes.of_root(os.stat(root).st_mode)
-    modes.make_folder(folder)
-    stamp = now_iso().replace(":", "").replace("+0000", "Z")
-    path = folder / f"{stamp}-{socket.gethostname()}-{_files.unique_name('')}.json"
-    record = {"format": LEDGER_FORMAT, "ended": now_iso(), "host": socket.gethostname(),
-              "pid": os.getpid(), **summary}
-    _files.atomic_write_text(path, json.dumps(record, sort_keys=True) + "\n", durable=False, mode=modes.file)
-    return path
+    modes.make_folder(folder)  # nothing if anything, a symlink too, is there
+    fd = _open_folder(root)
+    if fd is None:  # removed (``clear``) between the two: not recorded, as a run killed
+        raise FileNotFoundError(errno.ENOENT, "the ledger folder was removed meanwhile", str(folder))
+    try:
+        stamp = now_iso().replace(":", "").replace("+0000", "Z")
+        name = f"{stamp}-{socket.gethostname()}-{_files.unique_name('')}.json"
+        record = {"format": LEDGER_FORMAT, "ended": now_iso(), "host": socket.gethostname(),
+                  "pid": os.getpid(), **summary}
+        _files.replace_text_at(fd, name, json.dumps(record, sort_keys=True) + "\n", mode=modes.file)
+    finally:
+        os.close(fd)
+    return folder / name
 
 
 def read_runs(root: pathlib.Path) -> tuple[list[dict[str, Any]], int]:
-    """Every readable run summary (oldest first) and how many files could not be read."""
-    runs, unreadable = [], 0
-    for path in sorted((root / LEDGER_DIR).glob("*.json")):
+    """Every readable run summary (oldest first) and how many files could not be read.
+
+    A ``ledger/`` that is a symlink or a file holds no runs (never followed)."""
+    runs: list[dict[str, Any]] = []
+    unreadable = 0
+    try:
+        fd = _open_folder(root)
+    except (GtcacheError, OSError):
+        return runs, unreadable
+    if fd is None:
+        return runs, unreadable
+    try:
         try:
-            data = json.loads(_files.read_regular(path))  # never a FIFO, never through a symlink
-        except (OSError, ValueError, RecursionError):
-            unreadable += 1
-            continue
-        if isinstance(data, dict) and data.get("format") == LEDGER_FORMAT:
-            runs.append(data)
-        else:
-            unreadable += 1
+            names = sorted(name for name in os.listdir(fd) if _is_run(name))
+        except OSError:
+            return runs, unreadable
+        for name in names:
+            try:
+                data = json.loads(_files.read_regular(name, dir_fd=fd))  # never a FIFO, never through a symlink
+            except (OSError, ValueError, RecursionError):
+                unreadable += 1
+                continue
+            if isinstance(data, dict) and data.get("format") == LEDGER_FORMAT:
+                runs.append(data)
+            else:
+                unreadable += 1
+    finally:
+        os.close(fd)
     return runs, unreadable
 
 
@@ -100,36 +162,52 @@ ZEROED_FILE = "zeroed"
 
 
 def zero(root: pathlib.Path, modes: StoreModes | None = None) -> int:
-    """Remove every ledger file (a symlink itself, never its target; no folder); return how many
-    runs that forgot; then note the time in ``ledger/zeroed``.
+    """Remove every run file (``_is_run``; a symlink itself, never its target; no folder);
+    return how many runs that forgot; then note the time in ``ledger/zeroed``.
 
-    The caller (``Store.zero_ledger``) has checked that ``ledger/`` is a real folder.
+    Only run files: a temp file (``.<name>.tmp-*``) may be a run being recorded right now,
+    whose rename would then fail (a killed writer's is left for good: harmless, not a run).
+    The caller (``Store.zero_ledger``) has checked that ``ledger/`` is a real folder; if it
+    was replaced by a symlink since, ``GtcacheError`` and nothing is removed.
     """
+    fd = _open_folder(root)
+    if fd is None:
+        return 0
     removed = 0
     try:
-        items = list(os.scandir(root / LEDGER_DIR))
-    except OSError:
-        return 0
-    for item in items:
-        if item.is_dir(follow_symlinks=False):
-            continue
         try:
-            os.unlink(item.path)
-            removed += item.name != ZEROED_FILE
+            names = [name for name in os.listdir(fd) if _is_run(name)]
         except OSError:
-            pass
-    modes = modes or StoreModes.of_root(os.stat(root).st_mode)
-    _files.atomic_write_text(root / LEDGER_DIR / ZEROED_FILE, now_iso() + "\n", durable=False, mode=modes.file)
+            return 0
+        for name in names:
+            try:
+                os.unlink(name, dir_fd=fd)  # a folder named *.json: EISDIR, left
+            except OSError:
+                continue
+            removed += 1
+        modes = modes or StoreModes.of_root(os.stat(root).st_mode)
+        _files.replace_text_at(fd, ZEROED_FILE, now_iso() + "\n", mode=modes.file)
+    finally:
+        os.close(fd)
     return removed
 
 
 def zeroed(root: pathlib.Path) -> str | None:
-    """When the ledger was last zeroed (ISO 8601), or None (never, or unreadable)."""
+    """When the ledger was last zeroed (ISO 8601), or None (never, unreadable, or ``ledger/``
+    not a real folder)."""
     import datetime
 
     try:
-        text = _files.read_regular(root / LEDGER_DIR / ZEROED_FILE)[:100].decode("ascii").strip()
+        fd = _open_folder(root)
+    except (GtcacheError, OSError):
+        return None
+    if fd is None:
+        return None
+    try:
+        text = _files.read_regular(ZEROED_FILE, dir_fd=fd)[:100].decode("ascii").strip()
         datetime.datetime.fromisoformat(text)
     except (OSError, ValueError):
         return None
+    finally:
+        os.close(fd)
     return text
