@@ -257,3 +257,59 @@ def test_the_store_is_shown_where_it_is_used(tmp_path: pathlib.Path) -> None:
     assert report.verdict == f"gtcache is active: model runs in this interpreter are served from '{store.root}'."
     env = {"GTCACHE_DIR": str(store.root)}
     assert doctor.diagnose(Settings.from_env(env=env), env=env, import_gt4py=False).store.given_path is None
+
+
+# -- doctor writes nothing to the store ------------------------------------------------------------
+
+
+def _tree(root: pathlib.Path) -> dict[str, tuple[int, int, int]]:
+    """Every path under ``root`` (``root`` too, nothing followed): its mode, size and mtime (ns)."""
+    found = {}
+    for folder, folders, files in os.walk(root):
+        for name in [".", *folders, *files]:
+            path = pathlib.Path(folder, name)
+            st = path.lstat()
+            found[str(path.relative_to(root))] = (st.st_mode, st.st_size, st.st_mtime_ns)
+    return found
+
+
+@pytest.mark.parametrize("locks", ["no locks folder yet", "locks folder"])
+def test_doctor_writes_nothing_to_the_store(tmp_path: pathlib.Path, locks: str) -> None:
+    """The real command on a store with entries, a ledger and facts: no file or folder appears,
+    changes or goes, no folder's mtime moves (a probe file made and removed in ``locks/`` did:
+    and ``locks/`` itself was made), and the locking method is still found."""
+    store = gtcache.open_store(tmp_path / "store")
+    publish(store, "kept")
+    store.record_run({"counts": {"hit": 1}})
+    if locks == "locks folder":
+        lock = store.lock("compile")
+        assert lock.acquire(0)
+        lock.release()
+        assert (store.root / "locks").is_dir()
+    else:
+        assert not (store.root / "locks").exists()
+    before = _tree(store.root)
+    proc = _doctor(tmp_path, "--json", GTCACHE_DIR=str(store.root))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["store"]["locking"] == "flock"
+    assert _tree(store.root) == before
+
+
+def test_locking_method_as_set_and_a_symlinked_locks_folder(tmp_path: pathlib.Path) -> None:
+    """``GTCACHE_LOCKING=files`` is reported as set; a ``locks`` symlink (every write refuses) is
+    a note, and nothing is created where it points."""
+    store = gtcache.open_store(tmp_path / "store")
+    env = {"GTCACHE_DIR": str(store.root), "GTCACHE_LOCKING": "files"}
+    assert doctor.diagnose(Settings.from_env(env=env), env=env, import_gt4py=False).store.locking == "files"
+    assert not (store.root / "locks").exists(), "doctor makes no locks/ folder"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (store.root / "locks").symlink_to(elsewhere, target_is_directory=True)
+    env = {"GTCACHE_DIR": str(store.root)}
+    report = doctor.diagnose(Settings.from_env(env=env), env=env, import_gt4py=False)
+    assert report.store.locking is None
+    assert any(
+        note.startswith("Nothing is written to the store") and f"'{store.root / 'locks'}' is a symbolic link" in note
+        for note in report.store.notes
+    ), report.store.notes
+    assert list(elsewhere.iterdir()) == []

@@ -1,10 +1,11 @@
 """``gtcache doctor``: is gtcache active in this interpreter, and if not, why.
 
 ``diagnose()`` gathers, without compiling anything and without writing to the
-store (a missing store is not created): the versions that matter and whether
-this gt4py is supported, whether the start-up hook (``gtcache-autoload.pth``) is
-installed in this interpreter and did install the gt4py hook, every
-``GTCACHE_*`` setting in effect and where it came from, the store (path, layout
+store (a missing store is not created, nothing is created in one that exists: the
+locking method is found with a shared ``flock`` on its layout file, ``_locking``):
+the versions that matter and whether this gt4py is supported, whether the start-up
+hook (``gtcache-autoload.pth``) is installed in this interpreter and did install the
+gt4py hook, every ``GTCACHE_*`` setting in effect and where it came from, the store (path, layout
 version, owner, mode, writability, free space, locking method, index, read-only
 tiers, the folders whose owner or mode lookups refuse) and the toolchain facts that go
 into keys. ``DoctorReport.problem`` is the one reason a model run would not be served from
@@ -139,7 +140,8 @@ class StoreReport:
     writable: bool
     free_bytes: int | None
     #: What ``GTCACHE_LOCKING`` comes to on this file system ("flock" or "files"), None
-    #: when the store is not writable or does not exist yet.
+    #: when the store is not writable, does not exist yet, or it could not be found out
+    #: (a note says why). Found without writing to the store (``_locking``).
     locking: str | None
     index_dir: pathlib.Path
     tiers: tuple[TierReport, ...]
@@ -391,11 +393,13 @@ def _store_report(settings: Settings) -> StoreReport:
             layout_version = LAYOUT_VERSION
             writable = not store.read_only
             refused = _refused(store)
-            if writable:
+            if writable and (unsafe := store.unsafe_problem()) is not None:
+                notes.append(f"Nothing is written to the store (compiles are not stored): {unsafe}")
+            elif writable:
                 try:
-                    locking = store.lock("doctor", settings.locking).effective_method()
-                except (GtcacheError, OSError) as error:
-                    notes.append(f"Locking does not work here: {error}.")
+                    locking = _locking(root, settings.locking)
+                except OSError as error:
+                    notes.append(f"Locking could not be checked: {error.strerror or error}.")
             else:
                 notes.append("Not writable by you: hits are served, misses compile but are not stored.")
             store.close()
@@ -417,6 +421,30 @@ def _store_report(settings: Settings) -> StoreReport:
         tiers=tuple(_tier(path, settings) for path in settings.readonly_dirs), problem=problem, notes=tuple(notes),
         refused=refused, given_path=settings.cache_dir if settings.cache_dir != root else None,
     )
+
+
+#: The store's layout file (``cache_schema/v1/layout.md``): in every store, never removed.
+_LAYOUT_FILE = "gtcache-layout.json"
+
+
+def _locking(root: pathlib.Path, method: str) -> str:
+    """What ``GTCACHE_LOCKING=method`` comes to in the store at ``root``: "flock" or "files".
+
+    Without writing to the store: a model run's first lock makes ``locks/`` and tries ``flock``
+    on a probe file it creates there and removes; doctor instead takes a shared ``flock`` on
+    the layout file, opened read-only (never through a symlink), and lets it go at once
+    (``flock_works``): a file system answers both alike. ``OSError`` when the layout file
+    cannot be opened.
+    """
+    if method != "auto":
+        return method
+    from gtcache.store import flock_works, open_regular
+
+    fd, _ = open_regular(root / _LAYOUT_FILE)
+    try:
+        return "flock" if flock_works(fd) else "files"
+    finally:
+        os.close(fd)
 
 
 def _trust(settings: Settings) -> TrustPolicy:

@@ -26,13 +26,13 @@ from gtcache.store._trust import StoreModes, TrustPolicy, check_store
 
 if TYPE_CHECKING:
     from gtcache.store._ledger import LedgerTotals
-    from gtcache.store._lock import StoreLock
+    from gtcache.store._lock import StoreLock, flock_works
     from gtcache.store._scan import EntryInfo, StoreScan, StoreStats, format_size
 
 #: Names imported from their module when first asked for (PEP 562).
 _LAZY = {
     "EntryInfo": "_scan", "StoreScan": "_scan", "StoreStats": "_scan", "format_size": "_scan",
-    "LedgerTotals": "_ledger", "StoreLock": "_lock",
+    "LedgerTotals": "_ledger", "StoreLock": "_lock", "flock_works": "_lock",
 }
 
 
@@ -72,6 +72,7 @@ __all__ = [
     "Store",
     "StoreScan",
     "StoreLock",
+    "flock_works",
     "StoreModes",
     "StoreStats",
     "TrustPolicy",

@@ -56,8 +56,9 @@ import time
 
 from gtcache.errors import GtcacheError
 from gtcache.settings import LOCKING_METHODS
+from gtcache.store import _files
 
-__all__ = ["StoreLock"]
+__all__ = ["StoreLock", "flock_works"]
 
 #: Seconds between two refreshes of a held lock file (method ``files``).
 HEARTBEAT = 10.0
@@ -277,20 +278,32 @@ def _identity(path: pathlib.Path) -> _Identity:
 
 
 def _probe_flock(folder: str) -> bool:
-    """Whether ``flock`` works in ``folder`` (tried on a file of its own, then removed)."""
-    import fcntl
-
-    probe = f"{folder}/.flock-probe-{os.getpid()}-{threading.get_ident()}"
-    fd = os.open(probe, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    """Whether ``flock`` works in ``folder`` (tried on a file of its own, made anew, never
+    through a symlink, then removed)."""
+    probe = f"{folder}/.flock-probe-{_files.unique_name('')}"
+    fd = os.open(probe, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as error:
-        if error.errno not in _NO_FLOCK:
-            raise
-        return False
+        return flock_works(fd)
     finally:
         os.close(fd)
         os.unlink(probe)
+
+
+def flock_works(fd: int) -> bool:
+    """Whether ``flock`` works on the file system of the open file ``fd``: a shared lock
+    taken and let go at once (nothing is written); False where the file system has none
+    (ENOSYS, EOPNOTSUPP, ENOLCK: Lustre without ``flock``, NFS without a lock manager)."""
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as error:
+        if error.errno in _NO_FLOCK:
+            return False
+        if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):  # held exclusively: it works
+            raise
+        return True
+    fcntl.flock(fd, fcntl.LOCK_UN)
     return True
 
 
