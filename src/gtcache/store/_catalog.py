@@ -1,8 +1,12 @@
 """The folders reconciled with the index: scans, the index's state, queries.
 
 The entry folders are the truth; the index (``_index.py``) is a hint refreshed here
-whenever a folder's ``entry.json`` changed behind it. ``Store`` delegates its
-``scan``, ``check_index`` and ``resolve`` here.
+whenever a folder's ``entry.json`` changed behind it: a row is used as it is only if
+``entry.json`` still has the identity it was read at (inode, size, modification and
+change times, from the one ``stat`` per entry a scan makes) and that reading was
+settled (its times well before the scan that read it: on 1-second timestamps, usage
+updates within one second can bring back the very identity read). ``Store``
+delegates its ``scan``, ``check_index`` and ``resolve`` here.
 """
 
 from __future__ import annotations
@@ -11,11 +15,12 @@ import contextlib
 import json
 import os
 import pathlib
+import time
 from typing import TYPE_CHECKING
 
 from gtcache.errors import AmbiguousKeyError, CorruptEntryError, EntryNotFoundError
 from gtcache.store import _files, _layout
-from gtcache.store._index import Index, IndexRow
+from gtcache.store._index import Identity, Index, IndexRow, identity_of, settled_at
 from gtcache.store._scan import EntryInfo, StoreScan
 
 if TYPE_CHECKING:
@@ -31,11 +36,12 @@ def scan(store: Store, index: Index, use_index: bool) -> StoreScan:
     rows = rows or {}
     seen = set()
     infos = []
-    for key, mtime_ns in disk_keys(store):
+    now_ns = time.time_ns()  # before any stat: what is settled by then stays so
+    for key, identity in disk_keys(store):
         seen.add(key)
         row = rows.get(key)
-        if row is None or row.mtime_ns != mtime_ns:
-            row = _read_row(store, key, mtime_ns)
+        if row is None or not row.trusted_for(identity):
+            row = _read_row(store, key, identity, now_ns)
             if not store.read_only and use_index:
                 index.put(key, row)
         infos.append(_info(store, key, row))
@@ -61,7 +67,7 @@ def check_index(store: Store, index: Index) -> IndexState:
         return "foreign"
     disk = dict(disk_keys(store))
     lagging = rows.keys() != disk.keys() or any(
-        rows[key].mtime_ns != (mtime or 0) for key, mtime in disk.items()
+        rows[key].identity != identity for key, identity in disk.items()
     )
     if lagging:
         store.scan()
@@ -88,9 +94,9 @@ def resolve(scan: StoreScan, query: str) -> tuple[EntryInfo, ...]:
     return named
 
 
-def disk_keys(store: Store) -> list[tuple[str, int | None]]:
-    """(key, mtime_ns of entry.json or None) of every folder shaped like an entry."""
-    found: list[tuple[str, int | None]] = []
+def disk_keys(store: Store) -> list[tuple[str, Identity | None]]:
+    """(key, identity of its entry.json or None) of every folder shaped like an entry."""
+    found: list[tuple[str, Identity | None]] = []
     entries = store.root / _layout.ENTRIES_DIR
     if any(path == entries for path, _ in store.unsafe_folders()):
         return found  # a symlinked 'entries' is never listed (verify reports it)
@@ -107,14 +113,17 @@ def disk_keys(store: Store) -> list[tuple[str, int | None]]:
                 ):
                     continue
                 try:  # f-strings, not os.path.join: this runs once per entry per scan
-                    mtime_ns: int | None = os.stat(f"{item.path}/{_layout.ENTRY_FILE}").st_mtime_ns
+                    identity: Identity | None = identity_of(os.stat(f"{item.path}/{_layout.ENTRY_FILE}"))
                 except OSError:
-                    mtime_ns = None
-                found.append((item.name, mtime_ns))
+                    identity = None
+                found.append((item.name, identity))
     return found
 
 
-def _read_row(store: Store, key: str, mtime_ns: int | None) -> IndexRow:
+def _read_row(store: Store, key: str, identity: Identity | None, now_ns: int) -> IndexRow:
+    """A row read from ``entry.json`` now; ``identity`` is what the scan's ``stat`` found (taken
+    before the read: if the file is replaced in between, the next scan sees another identity)."""
+    settled = identity is not None and settled_at(identity, now_ns)
     try:
         entry = store.lookup(key)
     except CorruptEntryError as error:
@@ -122,10 +131,10 @@ def _read_row(store: Store, key: str, mtime_ns: int | None) -> IndexRow:
         with contextlib.suppress(OSError, ValueError, RecursionError):
             raw = json.loads(_files.read_regular(store.entry_path(key) / _layout.ENTRY_FILE))
             record = raw if isinstance(raw, dict) else None
-        return IndexRow(mtime_ns=mtime_ns or 0, record=record, problem=error.reason)
+        return IndexRow(identity=identity, settled=settled, record=record, problem=error.reason)
     if entry is None:  # entry.json missing
-        return IndexRow(mtime_ns=0, record=None, problem=f"'{_layout.ENTRY_FILE}' is missing.")
-    return IndexRow(mtime_ns=mtime_ns or 0, record=entry.record.to_json(), problem=None)
+        return IndexRow(identity=None, settled=False, record=None, problem=f"'{_layout.ENTRY_FILE}' is missing.")
+    return IndexRow(identity=identity, settled=settled, record=entry.record.to_json(), problem=None)
 
 
 def _info(store: Store, key: str, row: IndexRow) -> EntryInfo:

@@ -1,8 +1,10 @@
 """The diskcache index: a rebuildable hint of what the entry folders hold.
 
 It maps each key to a summary of its record (what listings and prune plans
-need), the ``entry.json`` modification time it was read at, and the entry's
-state, so that listings need not parse every ``entry.json``. Rows are JSON text
+need), the identity of the ``entry.json`` it was read from (``Identity``: inode,
+size, modification and change times, as the scan's one ``stat`` gives them),
+whether that reading was settled (``settled_at``), and the entry's state, so
+that listings need not parse every ``entry.json``. Rows are JSON text
 kept in the database itself (``_TextDisk``): the index never unpickles, never
 reads or deletes a value file a row names, and a row of any other kind is
 ignored (counted in ``Index.foreign``; ``gtcache verify`` reports it and
@@ -35,11 +37,13 @@ from typing import Any
 from gtcache.errors import GtcacheError
 from gtcache.store._layout import INDEX_DIR
 
-__all__ = ["INDEX_FORMAT", "Index", "IndexLocationError", "IndexRow", "summarize"]
+__all__ = ["INDEX_FORMAT", "SETTLE_NS", "Identity", "Index", "IndexLocationError", "IndexRow", "identity_of", "settled_at", "summarize"]
 
 #: Bumped when what the index stores changes; a mismatch rebuilds it.
 #: 3: rows and the format marker are text only (``_TextDisk``).
-INDEX_FORMAT = 3
+#: 4: a row holds ``entry.json``'s identity (inode, size, mtime, ctime) and whether it was
+#: settled when read, not its modification time alone.
+INDEX_FORMAT = 4
 _META_KEY = "__gtcache_index_format__"
 
 #: What diskcache writes in its folder: the database, its WAL/journal files, value files.
@@ -60,15 +64,65 @@ class IndexLocationError(GtcacheError):
     """An index folder gtcache refuses to use or delete in."""
 
 
+#: ``(st_ino, st_size, st_mtime_ns, st_ctime_ns)`` of an ``entry.json``: what the scan's one
+#: ``stat`` of it tells. A usage-counter update (``Store.touch``) renames a new file over the old
+#: one, so its inode changes even where its times do not (1-second timestamps: ext3, ext4 with
+#: 128-byte inodes, some NFS and Lustre set-ups; or two updates within one clock tick).
+Identity = tuple[int, int, int, int]
+
+#: How long after it was last written (its modification or change time) an ``entry.json`` may
+#: still be replaced by one of the same identity: the file system's timestamp granularity (1 s;
+#: 2 s on FAT), plus clock skew between this host and the file server that sets the times.
+#: Updates within one tick alternate between two inodes (ext4 reuses the one just freed: touch,
+#: scan, 4 more touches in one second on ext4 with 128-byte inodes left the very identity the scan
+#: read), so a row read within this window is never trusted as it is: the next scan reads again.
+SETTLE_NS = 5_000_000_000
+
+
+def identity_of(st: os.stat_result) -> Identity:
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def settled_at(identity: Identity, now_ns: int) -> bool:
+    """Whether an ``entry.json`` of ``identity``, read after ``now_ns`` (this host's clock, taken
+    before its ``stat``), can no longer be replaced by a file of the same identity: both its
+    times lie more than ``SETTLE_NS`` before ``now_ns``."""
+    return max(identity[2], identity[3]) <= now_ns - SETTLE_NS
+
+
 @dataclasses.dataclass(frozen=True)
 class IndexRow:
     """What the index remembers of one entry folder."""
 
-    mtime_ns: int
+    #: The ``entry.json`` it was read from (``None``: it was missing or could not be stat'ed).
+    identity: Identity | None
+    #: Whether ``identity`` was settled when read (``settled_at``): a scan trusts a row only if
+    #: it was, and ``entry.json`` still has that identity; else it reads ``entry.json`` again.
+    settled: bool
     #: A summary of ``entry.json`` (``summarize``); ``None`` when it could not be parsed.
     record: dict[str, Any] | None
     #: Why the entry is broken, or ``None`` when it is sound.
     problem: str | None
+
+    def trusted_for(self, identity: Identity | None) -> bool:
+        """Whether a scan that found ``entry.json`` with ``identity`` may use this row as it is."""
+        return self.settled and identity is not None and self.identity == identity
+
+    def to_json(self) -> str:
+        return json.dumps([self.identity, self.settled, summarize(self.record), self.problem])
+
+    @classmethod
+    def from_json(cls, text: str) -> IndexRow:
+        """``ValueError`` for a row of another shape (the index is then dropped and rebuilt)."""
+        identity, settled, record, problem = json.loads(text)
+        if identity is not None:
+            if not (isinstance(identity, list) and len(identity) == 4 and all(type(n) is int for n in identity)):
+                raise ValueError("an index row of another shape")
+            identity = (identity[0], identity[1], identity[2], identity[3])
+        if not (isinstance(settled, bool) and (record is None or isinstance(record, dict))
+                and (problem is None or isinstance(problem, str))):
+            raise ValueError("an index row of another shape")
+        return cls(identity=identity, settled=settled, record=record, problem=problem)
 
 
 class Index:
@@ -84,7 +138,8 @@ class Index:
         self.mode = mode
         self._cache: Any = None  # a diskcache.Cache once opened
         self._located = False
-        #: How the last open went: "ok", "rebuilt" (it was unusable) or "unavailable".
+        #: How the last open went: "ok" (also when it was new, or of an older format: rebuilt
+        #: from the folders as a deleted one is), "rebuilt" (it was unusable) or "unavailable".
         self.state = "unavailable"
         #: Rows the last ``rows()`` ignored because they are not gtcache's text rows.
         self.foreign = 0
@@ -96,11 +151,16 @@ class Index:
         if not self._prepare():
             self.state = "unavailable"
             return False
+        outdated = False
         for attempt in range(2):
             try:
                 cache = _db().open_cache(self.directory, _META_KEY)
-                stale = cache.get(_META_KEY) != str(INDEX_FORMAT)
+                marker = cache.get(_META_KEY)
+                stale = marker != str(INDEX_FORMAT)
                 if stale and len(cache) > 0:
+                    # An index an older gtcache wrote (its format marker, another number) is what
+                    # an upgrade leaves: dropped and rebuilt like a deleted one, not "rebuilt".
+                    outdated = isinstance(marker, str) and marker.isdigit()
                     raise ValueError("an index of another format")  # dropped whole, below
                 if stale:
                     cache.set(_META_KEY, str(INDEX_FORMAT))
@@ -112,7 +172,7 @@ class Index:
                     break
                 continue
             self._cache = cache
-            self.state = "rebuilt" if attempt else "ok"
+            self.state = "rebuilt" if attempt and not outdated else "ok"
             return True
         self.state = "unavailable"
         return False
@@ -131,7 +191,7 @@ class Index:
         assert self._cache is not None
         try:
             items, self.foreign = _db().items(self._cache)
-            return {key: IndexRow(*json.loads(value)) for key, value in items if key != _META_KEY}
+            return {key: IndexRow.from_json(value) for key, value in items if key != _META_KEY}
         except _db().ERRORS:
             self.drop()
             return None
@@ -140,7 +200,7 @@ class Index:
         if self.open():
             assert self._cache is not None
             try:
-                self._cache.set(key, json.dumps([row.mtime_ns, summarize(row.record), row.problem]))
+                self._cache.set(key, row.to_json())
             except _db().ERRORS:
                 self.drop()
 
