@@ -56,6 +56,8 @@ project, scratch, store = sys.argv[1:4]
 for _ in range(2):
     with gthook.installed(scratch):
         runpy.run_path(project + "/run.py", run_name="__main__")
+from gtcache.gt4py._hook import PROCESS_RUN
+PROCESS_RUN.write_ledgers()  # the scratch store's, as root (else at exit, as nobody)
 os.setgroups([])
 os.setresgid(65534, 65534, 65534)
 os.setresuid(65534, 65534, 65534)
@@ -89,6 +91,8 @@ def run(project: pathlib.Path, store: pathlib.Path, *, fsize: int | None = None,
         lines = lines[lines.index("DROPPED"):]
     report = json.loads(next(l for l in lines if l.startswith("REPORT ")).removeprefix("REPORT "))
     warned = eval(next(l for l in lines if l.startswith("WARNINGS ")).removeprefix("WARNINGS "))
+    # And those given after the program, at exit (the ledger entry's): printed to stderr.
+    warned += [line.partition("GtcacheWarning: ")[2] for line in proc.stderr.splitlines() if "GtcacheWarning: " in line]
     return report, warned
 
 

@@ -216,6 +216,13 @@ class Hook:
             self._warned.add(seen)
         warnings.warn(f"gtcache: {reason} ({consequence})", GtcacheWarning, stacklevel=4)
 
+    def _cannot_write(self, reason: str) -> None:
+        """``warn_once`` of a store that cannot be written (a full disk, permissions): the
+        process's ledger entry, written at exit, is then not warned about again."""
+        if self.store is not None:
+            PROCESS_RUN.warned_unwritable(self.store.root)
+        self.warn_once(reason)
+
     def _record(self, outcome: Outcome) -> None:
         """Keep what happened to a variant; one INFO line on the ``gtcache`` logger when enabled."""
         with self._lock:
@@ -238,7 +245,7 @@ class Hook:
         try:
             self.flush_usage()
         except Exception as error:  # at exit, a cache problem must stay a warning
-            self.warn_once(f"cannot record usage in '{getattr(self.store, 'root', '?')}': {error!r}")
+            self._cannot_write(f"cannot record usage in '{getattr(self.store, 'root', '?')}': {error!r}")
         if self.remote is not None:
             self.remote.flush()
         with self._lock:
@@ -310,10 +317,10 @@ class Hook:
         if self.store is None:
             return task  # nowhere to publish (the warning said why)
         if self.store.read_only:
-            self.warn_once(f"cannot publish to '{self.store.root}': it is not writable")
+            self._cannot_write(f"cannot publish to '{self.store.root}': it is not writable")
             return task
         if (problem := self.store.unsafe_problem()) is not None:  # one warning, not the lock's and the publish's
-            self.warn_once(f"cannot publish to '{self.store.root}': {problem}")
+            self._cannot_write(f"cannot publish to '{self.store.root}': {problem}")
             return task
         lock = self._claim(key, program["name"])
         if lock is None:
@@ -573,7 +580,7 @@ class Hook:
         try:
             self.store.link_direct(direct_key, build_key)
         except (OSError, GtcacheError) as error:
-            self.warn_once(f"cannot write to '{self.store.root}': {error}")
+            self._cannot_write(f"cannot write to '{self.store.root}': {error}")
 
     def _served(
         self, program: dict[str, str], backend: str, key: str, loaded: _Loaded, start: float, via: HitVia,
@@ -654,7 +661,7 @@ class Hook:
             status, detail = "bypassed", str(error)
         except Exception as error:  # full disk, permissions, anything: the program goes on
             detail = f"not stored: {error}"
-            self.warn_once(f"cannot publish to '{self.store.root if self.store else '?'}': {error}")
+            self._cannot_write(f"cannot publish to '{self.store.root if self.store else '?'}': {error}")
         self._record(Outcome(name, variant.backend, status, variant.key, seconds, detail=detail, spec=variant.spec))
 
 
@@ -691,6 +698,12 @@ class ProcessRun:
         #: Everything this process served or compiled, for the exit report.
         self.outcomes: list[Outcome] = []
         self.roots: list[pathlib.Path] = []
+        #: Stores a hook warned this process cannot write: their ledger entry fails quietly.
+        self._unwritable: set[pathlib.Path] = set()
+
+    def warned_unwritable(self, root: pathlib.Path) -> None:
+        with self._lock:
+            self._unwritable.add(root)
 
     def add(self, store: Store, started: str, outcomes: list[Outcome]) -> None:
         with self._lock:
@@ -701,7 +714,8 @@ class ProcessRun:
                 self.roots.append(store.root)
 
     def write_ledgers(self) -> None:
-        """Write one ledger file per store this process used (a warning if one cannot be written)."""
+        """Write one ledger file per store this process used (a warning if one cannot be
+        written, unless a hook warned already that the store cannot be: one warning a process)."""
         with self._lock:
             pending, self._pending = self._pending, {}
         for root, (store, outcomes) in pending.items():
@@ -710,6 +724,9 @@ class ProcessRun:
             try:
                 store.record_run(_run_summary(self._started[root], outcomes))
             except Exception as error:  # at exit, a cache problem must stay a warning
+                if root in self._unwritable:
+                    _log.debug("gtcache: cannot record usage in '%s': %r", root, error)
+                    continue
                 warnings.warn(
                     f"gtcache: cannot record usage in '{root}': {error!r} (this run is not in 'gtcache stats')",
                     GtcacheWarning, stacklevel=2,
