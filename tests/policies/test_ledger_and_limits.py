@@ -56,6 +56,22 @@ def test_enforce_limits_prunes_least_recently_used(make_entry) -> None:
         make_entry(name, size=1000, used_days=used)
     store = make_entry.store
     assert enforce_limits(store, Limits(max_size=10**6)) is None, "fits: nothing to do"
-    plan = enforce_limits(store, Limits(max_size=2500))
+    plan = enforce_limits(store, Limits(max_size=4000))  # each some 1800 bytes on disk, its record included
     assert plan is not None and [r.entry.program for r in plan.removals] == ["a"]
     assert sorted(e.program for e in store.scan().entries) == ["b", "c"]
+
+
+def test_a_size_cap_counts_records_and_brings_the_store_under_it(make_entry) -> None:
+    """Caps count bytes on disk, records included (``Store.usage``). A plan that counted payload
+    bytes alone left a store whose records outweigh its payloads (roundtrip entries: some 600
+    bytes of source, 2 KB of record) over its cap for good: ``prune --max-size`` said 'Nothing
+    to remove', and the automatic cap, seeing the store over, planned nothing at every publish."""
+    for name, used in (("a", 3), ("b", 2), ("c", 1)):
+        make_entry(name, size=10, used_days=used)
+    store = make_entry.store
+    _, on_disk, _ = store.usage()
+    cap = on_disk - 100  # the payloads alone (30 bytes) are far under it
+    plan = enforce_limits(store, Limits(max_size=cap))
+    assert plan is not None and [r.entry.program for r in plan.removals] == ["a"]
+    assert store.usage()[1] <= cap and plan.remaining_size == store.usage()[1]
+    assert enforce_limits(store, Limits(max_size=cap)) is None, "under the cap: nothing more to do"

@@ -29,9 +29,10 @@ def test_max_size_removes_least_recently_used_first(make_entry) -> None:
     make_entry("a", size=1000, used_days=5)
     make_entry("b", size=1000, used_days=1)
     make_entry("c", size=1000, used_days=3)
-    plan = plan_prune(make_entry.store.scan(), PrunePolicy(max_size=2500), now=NOW)
+    # On disk each takes 1000 bytes and its record (some 800): 3 of them are over 4000, 2 not.
+    plan = plan_prune(make_entry.store.scan(), PrunePolicy(max_size=4000), now=NOW)
     assert [r.entry.program for r in plan.removals] == ["a"]
-    assert plan.remaining_entries == 2 and plan.remaining_size <= 2500
+    assert plan.remaining_entries == 2 and plan.remaining_size <= 4000
     assert "least recently used" in plan.removals[0].reason
 
 
@@ -44,8 +45,8 @@ def test_max_files_counts_every_file(make_entry) -> None:
 def test_by_value_keeps_what_saves_most_per_byte(make_entry) -> None:
     make_entry("cheap_recent", size=1000, compile_seconds=1, used_days=0)
     make_entry("dear_old", size=1000, compile_seconds=80, hits=5, used_days=9)
-    assert removed(make_entry, PrunePolicy(max_size=1500)) == ["dear_old"]
-    assert removed(make_entry, PrunePolicy(max_size=1500, by_value=True)) == ["cheap_recent"]
+    assert removed(make_entry, PrunePolicy(max_size=3000)) == ["dear_old"]
+    assert removed(make_entry, PrunePolicy(max_size=3000, by_value=True)) == ["cheap_recent"]
 
 
 def test_stale_and_keep_gt4py(make_entry) -> None:
@@ -78,7 +79,7 @@ def test_criteria_and_caps_combine(make_entry) -> None:
     make_entry("b", size=1000, used_days=1)
     make_entry("c", size=1000, used_days=3)
     # 'ancient' goes by age; then the cap needs one more: the least recently used.
-    assert removed(make_entry, PrunePolicy(older_than=30 * DAY, max_size=2000)) == ["a", "ancient"]
+    assert removed(make_entry, PrunePolicy(older_than=30 * DAY, max_size=4000)) == ["a", "ancient"]
 
 
 def test_nothing_to_prune(make_entry) -> None:

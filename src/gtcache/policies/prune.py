@@ -66,13 +66,14 @@ class Removal:
 class PrunePlan:
     root: Any
     removals: tuple[Removal, ...]
-    #: What the store holds after the plan is executed.
+    #: What the store holds after the plan is executed (entries, bytes on disk).
     remaining_entries: int
     remaining_size: int
 
     @property
     def freed(self) -> int:
-        return sum(r.entry.size for r in self.removals)
+        """Bytes on disk the removals free (records included)."""
+        return sum(r.entry.disk_size for r in self.removals)
 
     @property
     def freed_str(self) -> str:
@@ -140,7 +141,7 @@ def _plan(scan: StoreScan, policy: PrunePolicy, now: datetime.datetime) -> Prune
             removals[entry.key] = Removal(entry, reason)
 
     kept = [e for e in scan.entries if e.key not in removals]
-    size = sum(e.size for e in kept)
+    size = sum(e.disk_size for e in kept)  # bytes on disk, records included, as the caps count
     files = sum(e.files for e in kept)
     if _over(size, files, policy):
         order: Callable[[EntryInfo], Any] = _value_per_byte if policy.by_value else _last_used
@@ -148,7 +149,7 @@ def _plan(scan: StoreScan, policy: PrunePolicy, now: datetime.datetime) -> Prune
             if not _over(size, files, policy):
                 break
             removals[entry.key] = Removal(entry, _cap_reason(policy))
-            size -= entry.size
+            size -= entry.disk_size
             files -= entry.files
     ordered = tuple(removals[e.key] for e in scan.entries if e.key in removals)
     return PrunePlan(
@@ -167,7 +168,7 @@ def plan_removal(scan: StoreScan, keys: Iterable[str], *, reason: str = "asked f
         root=scan.root,
         removals=removals,
         remaining_entries=len(scan.entries) - len(removals),
-        remaining_size=scan.size - sum(r.entry.size for r in removals),
+        remaining_size=sum(e.disk_size for e in scan.entries) - sum(r.entry.disk_size for r in removals),
     )
 
 

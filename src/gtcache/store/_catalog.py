@@ -145,4 +145,10 @@ def _info(store: Store, key: str, row: IndexRow) -> EntryInfo:
         problem = _files.size_problem(
             path, ((f["path"], f["size"]) for f in row.record.get("files", ())), store.trust
         ) or store.trust_problem_of(key)  # (an index row is older than who wrote entry.json since)
-    return EntryInfo.make(key=key, path=pathlib.Path(path), raw=row.record, problem=problem)
+    # On disk: a sound entry's files as its record lists them (checked above) and its record
+    # as the scan's stat found it; a broken one's as they are (measured: a few, seldom).
+    return EntryInfo.make(
+        key=key, path=pathlib.Path(path), raw=row.record, problem=problem,
+        record_size=0 if row.identity is None else row.identity[1],
+        disk_size=store.disk_size(key) if problem is not None else -1,
+    )

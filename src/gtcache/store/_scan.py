@@ -36,6 +36,7 @@ class EntryInfo:
     backend: str
     #: The gt4py version that built it ("?" when unreadable).
     gt4py: str
+    #: Bytes of its payload files, as its record lists them.
     size: int
     #: Files on disk for this entry (payload files and ``entry.json``), for inode quotas.
     files: int
@@ -46,6 +47,13 @@ class EntryInfo:
     problem: str | None
     #: What the scan read of ``entry.json`` (a summary, when it came from the index).
     raw: Mapping[str, Any] | None = dataclasses.field(default=None, repr=False, compare=False)
+    #: Bytes on disk: its files, ``entry.json`` included (what the size caps count,
+    #: ``Store.usage``, and what removing it frees); ``size`` where the scan did not say.
+    disk_size: int = -1
+
+    def __post_init__(self) -> None:
+        if self.disk_size < 0:
+            object.__setattr__(self, "disk_size", self.size)
 
     @functools.cached_property
     def record(self) -> EntryRecord | None:
@@ -78,8 +86,12 @@ class EntryInfo:
         path: pathlib.Path,
         raw: Mapping[str, Any] | None,
         problem: str | None,
+        record_size: int = 0,
+        disk_size: int = -1,
     ) -> EntryInfo:
         """Build from a checked record (``problem`` None), or from what could be read of a broken one.
+        ``record_size``: the bytes of its ``entry.json``; ``disk_size``: of the whole folder, when
+        measured (a broken entry's files are not as its record says).
 
         Runs once per entry per listing: plain dict access, no validation (a sound
         record was validated when it was read; a broken one is read defensively).
@@ -92,6 +104,7 @@ class EntryInfo:
         hits = data.get("hits")
         name = str(program.get("name", "?"))
         module = program.get("module")
+        size = sum(f["size"] for f in files if isinstance(f, dict) and isinstance(f.get("size"), int))
         return cls(
             key=key,
             path=path,
@@ -99,7 +112,7 @@ class EntryInfo:
             qualified_program=f"{module}.{name}" if module else name,
             backend=str(_mapping(data.get("backend")).get("name", "?")),
             gt4py=str(_mapping(data.get("toolchain")).get("gt4py", "?")),
-            size=sum(f["size"] for f in files if isinstance(f, dict) and isinstance(f.get("size"), int)),
+            size=size,
             files=1 + len(files),
             created=str(data.get("created", "")),
             last_used=str(data.get("last_used", "")),
@@ -107,6 +120,7 @@ class EntryInfo:
             compile_seconds=_number(data.get("compile_seconds")),
             problem=problem,
             raw=raw if isinstance(raw, Mapping) else None,
+            disk_size=disk_size if disk_size >= 0 else size + record_size,
         )
 
     def to_json(self) -> dict[str, Any]:
