@@ -222,7 +222,7 @@ def size_problem(
         if not stat.S_ISREG(info.st_mode):
             return f"file '{name}' is not a regular file."
         size = info.st_size
-        if trust is not None and (problem := trust.file_problem(name, info, f"{path}/{name}")):
+        if trust is not None and (problem := trust.file_problem(name, info, folder=path)):
             return problem
         if size != expected:
             return f"file '{name}' has {size} bytes, not {expected}."

@@ -227,7 +227,7 @@ class Store:
                 os.close(fd)
         except (OSError, UnicodeDecodeError):
             return None
-        if self.trust is not None and (self.trust.file_problem(link, st, link) or self._shard_problem(link)):
+        if self.trust is not None and (self.trust.file_problem(link, st) or self._shard_problem(link)):
             return None
         return text if _layout.is_key(text) else None
 
@@ -256,7 +256,7 @@ class Store:
         """Why the record (``entry.json``, stat ``st``) of the entry folder ``path`` may have
         been written by someone untrusted."""
         assert self.trust is not None
-        problem = self.trust.file_problem(_layout.ENTRY_FILE, st, f"{path}/{_layout.ENTRY_FILE}")
+        problem = self.trust.file_problem(_layout.ENTRY_FILE, st, folder=path)
         if problem is not None and "writable by" in problem:
             return f"{problem.removesuffix('.')}; {_umask_advice(self._root, problem)}"  # (seldom alone, as for folders)
         return problem
@@ -287,7 +287,7 @@ class Store:
             try:
                 # Who wrote it and how big it is, before a byte is read.
                 if st.st_size > _layout.FACTS_MAX_BYTES or (
-                    self.trust is not None and self.trust.file_problem(_layout.FACTS_DIR, st, fd)
+                    self.trust is not None and self.trust.file_problem(_layout.FACTS_DIR, st, fd=fd)
                 ):
                     return None
                 data = _read_fd(fd, st.st_size, _layout.FACTS_MAX_BYTES)

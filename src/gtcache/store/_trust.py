@@ -193,12 +193,14 @@ class TrustPolicy:
                 return f"group '{self._group_name(number)}'"
         return None
 
-    def file_problem(self, name: str, st: os.stat_result, at: str | int) -> str | None:
-        """Why an entry file (stat ``st``; ``at``: its path or an open descriptor) cannot be
-        trusted, as a ``CorruptEntryError`` reason."""
+    def file_problem(
+        self, name: str, st: os.stat_result, *, folder: str | os.PathLike[str] | None = None, fd: int | None = None,
+    ) -> str | None:
+        """Why a store file ``name`` (stat ``st``; in ``folder``, or open as ``fd``, where its
+        ACL is read) cannot be trusted, as a ``CorruptEntryError`` reason."""
         if st.st_uid in self._trusted and not st.st_mode & (_WRITE_GROUP | _WRITE_OTHER):
             return None  # the fast path: one set look-up, one mask
-        problem = self.problem(name, st, at=at)
+        problem = self.problem(name, st, at=fd if fd is not None else name if folder is None else f"{folder}/{name}")
         return None if problem is None else f"file {problem.partition(';')[0]}, so it is not loaded."
 
 
