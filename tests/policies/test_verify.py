@@ -364,3 +364,25 @@ def test_quarantine_sets_aside_only_the_folder_judged_broken(make_entry) -> None
     (broken.path / "program.py").write_bytes(b"x")
     aside = store.quarantine(broken.key, judged=os.lstat(broken.path))
     assert aside is not None and aside.parent == store.root / "quarantine" and not broken.path.exists()
+
+
+def test_a_killed_writers_ledger_temp_file_and_flock_probe_are_leftovers(make_entry) -> None:
+    """A process killed while writing its ledger entry, or while probing flock, leaves a file
+    no command removes (stats --zero leaves temp files: they may be a run being recorded): an
+    old one is a leftover, a fresh one is not, and a run file is neither."""
+    store: gtcache.Store = make_entry.store
+    make_entry("a")
+    store.record_run({"counts": {"hit": 1}})
+    (store.root / "locks").mkdir(exist_ok=True)
+    old_temp = store.root / "ledger" / ".x.json.tmp-123-abc"
+    probe = store.root / "locks" / ".flock-probe-dead"
+    fresh = store.root / "ledger" / ".y.json.tmp-456-def"
+    for path in (old_temp, probe, fresh):
+        path.write_text("")
+    age(old_temp)
+    age(probe)
+    report = verify(gtcache.open_store(store.root))
+    assert {(p.kind, p.path) for p in report.problems} == {("leftover", old_temp), ("leftover", probe)}
+    assert verify(gtcache.open_store(store.root), repair=True).ok
+    assert not old_temp.exists() and not probe.exists() and fresh.exists()
+    assert len(gtcache.open_store(store.root).ledger_runs()) == 1, "the run file stays"

@@ -38,6 +38,8 @@ from gtcache.store import (
     DIRECT_DIR,
     ENTRIES_DIR,
     ENTRY_FILE,
+    LEDGER_DIR,
+    LOCKS_DIR,
     TMP_DIR,
     TRASH_DIR,
     RefusedFolder,
@@ -208,6 +210,13 @@ def _check_leftovers(store: Store, now: float, grace: float, unsafe: set[pathlib
     for item in _listdir(store.root / TRASH_DIR, unsafe):
         if now - _mtime(item) > grace:
             problems.append(Problem("leftover", pathlib.Path(item.path), "removal that did not finish"))
+    # What a process killed meanwhile left: a ledger entry's temp file, a lock's flock probe.
+    for item in _listdir(store.root / LEDGER_DIR, unsafe):
+        if item.name.startswith(".") and ".tmp-" in item.name and now - _mtime(item) > grace:
+            problems.append(Problem("leftover", pathlib.Path(item.path), "temp file of an interrupted ledger write"))
+    for item in _listdir(store.root / LOCKS_DIR, unsafe):
+        if item.name.startswith(".flock-probe-") and now - _mtime(item) > grace:
+            problems.append(Problem("leftover", pathlib.Path(item.path), "flock probe of an interrupted process"))
     return problems
 
 
