@@ -323,3 +323,23 @@ def _bundled_records(bundle: pathlib.Path) -> list[gtcache.EntryRecord]:
     with tarfile.open(bundle) as tar:
         return [EntryRecord.loads(tar.extractfile(m).read()) for m in tar.getmembers()  # type: ignore[union-attr]
                 if m.name.endswith("/entry.json")]
+
+
+def test_a_failed_imports_rollback_removes_only_what_it_published(tmp_path: pathlib.Path) -> None:
+    """The rollback removes the entry folders the import put at their keys, never another
+    process's: publish says whether the call put the entry there, and removing takes the
+    folder's lstat and leaves another folder found at the key (a reviewer's run lost a model
+    run's entry, published between the import's look-up and its publish)."""
+    import os
+
+    store = gtcache.open_store(tmp_path / "store")
+    first = publish(store, "a")
+    assert first.published and not publish(store, "a").published, "the second finds the first's"
+    judged = os.lstat(first.path)
+    (first.path / "program.py").write_bytes(b"")  # broken: the next publish replaces the folder
+    again = publish(store, "a")
+    assert again.published and os.lstat(again.path).st_ino != judged.st_ino
+    assert store.remove([first.key], judged={first.key: judged}) == 0
+    assert gtcache.open_store(store.root).lookup(first.key) is not None, "the other folder is left"
+    assert store.remove([first.key], judged={first.key: os.lstat(again.path)}) > 0
+    assert gtcache.open_store(store.root).lookup(first.key) is None

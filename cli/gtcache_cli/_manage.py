@@ -123,7 +123,8 @@ def prune_command(
             " --keep-gt4py or --broken."
         )
     store = obj.store()
-    _run_plan(store, policies.plan_prune(store.scan(), policy), dry_run=dry_run, yes=yes, as_json=as_json)
+    usage = store.usage()[1:] if policy.max_size is not None or policy.max_files is not None else None
+    _run_plan(store, policies.plan_prune(store.scan(), policy, usage=usage), dry_run=dry_run, yes=yes, as_json=as_json)
 
 
 @click.command(name="clear", epilog=EXIT_CODES_HELP)

@@ -634,6 +634,7 @@ def _publish_all(
     """Publish the checked entries; all or none: when one cannot be published (a full disk, a
     shard folder that is a symlink), those published before it are removed again."""
     imported: list[str] = []
+    placed: dict[str, os.stat_result] = {}
     existing: list[str] = []
     replaced: list[str] = []
     skipped: dict[str, str] = {}
@@ -652,26 +653,32 @@ def _publish_all(
                 replaced.append(record.key)  # publishing replaces a broken entry
             folder = staging / record.key
             try:
-                store.publish_record(record, {f.path: folder / f.path for f in record.files})
+                entry = store.publish_record(record, {f.path: folder / f.path for f in record.files})
+                if not entry.published:  # another process published it meanwhile: its own
+                    existing.append(record.key)
+                    continue
+                placed[record.key] = os.lstat(entry.path)
             except (OSError, GtcacheError) as error:
                 why = (error.strerror if isinstance(error, OSError) else None) or str(error)
                 raise BundleError(f"Cannot publish entry '{record.key}' from bundle '{name}': {why.rstrip('.')}."
-                                  f"{_rolled_back(store, imported)}") from None
+                                  f"{_rolled_back(store, placed)}") from None
             imported.append(record.key)
     except BundleError:
         raise
     except BaseException:  # interrupted (Ctrl-C): nothing half-imported either
-        _rolled_back(store, imported)
+        _rolled_back(store, placed)
         raise
     return ImportReport(tuple(imported), tuple(existing), skipped, tuple(replaced))
 
 
-def _rolled_back(store: Store, imported: list[str]) -> str:
-    """Remove the entries this import published; what the error says of them."""
+def _rolled_back(store: Store, placed: Mapping[str, os.stat_result]) -> str:
+    """Remove the entry folders this import published (by key, the ``lstat`` of each: never
+    one another process put at the key since); what the error says of them."""
+    imported = list(placed)
     if not imported:
         return ""
     failed: dict[str, str] = {}
-    store.remove(imported, failed=failed)
+    store.remove(imported, failed=failed, judged=placed)
     before = "the entry imported before it" if len(imported) == 1 else f"the {len(imported)} entries imported before it"
     if failed:
         return f" Of {before}, {len(failed)} could not be removed again: {', '.join(sorted(failed))}."

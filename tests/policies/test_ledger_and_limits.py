@@ -75,3 +75,17 @@ def test_a_size_cap_counts_records_and_brings_the_store_under_it(make_entry) -> 
     assert plan is not None and [r.entry.program for r in plan.removals] == ["a"]
     assert store.usage()[1] <= cap and plan.remaining_size == store.usage()[1]
     assert enforce_limits(store, Limits(max_size=cap)) is None, "under the cap: nothing more to do"
+
+
+def test_a_size_cap_counts_what_no_entry_accounts_for(make_entry) -> None:
+    """A file no record lists (a record's temp file a killed process left, until verify --repair)
+    is on disk all the same: the caps, checked against ``Store.usage``, count it, and so does
+    the plan, which removes entries until the store as measured is under the cap."""
+    entries = [make_entry(name, size=10, used_days=used) for name, used in (("a", 3), ("b", 2), ("c", 1))]
+    (entries[2].path / ".entry.json.tmp-1-dead").write_bytes(b"\0" * 50_000)
+    store = make_entry.store
+    _, on_disk, _ = store.usage()
+    cap = on_disk - 100
+    plan = enforce_limits(store, Limits(max_size=cap))
+    assert plan is not None and [r.entry.program for r in plan.removals] == ["a"]
+    assert store.usage()[1] <= cap

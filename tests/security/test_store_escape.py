@@ -395,3 +395,24 @@ def test_a_direct_link_is_never_written_through_a_symlinked_shard(store: pathlib
     assert list(canary.iterdir()) == []
     opened.link_direct("6b" + "0" * 30, key)  # a real shard: written
     assert opened.build_key_of("6b" + "0" * 30) == key
+
+
+@pytest.mark.parametrize("folder", ["direct", "tmp"])
+def test_a_folder_made_a_symlink_after_the_store_was_opened_is_not_written_through(
+        store: pathlib.Path, tmp_path: pathlib.Path, folder: str) -> None:
+    """A long-running process checked the store's folders when it opened it: a fixed folder
+    swapped for a symlink since (a reviewer's case: direct/ and tmp/) gets no direct link and
+    no staging, though that check said the folders were fine."""
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    opened = gtcache.open_store(store)
+    key = next(iter(opened.scan().entries)).key
+    assert opened.unsafe_problem() is None  # checked (and remembered) while still sound
+    shutil.rmtree(store / folder, ignore_errors=True)
+    (store / folder).symlink_to(canary, target_is_directory=True)
+    with pytest.raises(gtcache.GtcacheError, match="is not a folder"):
+        if folder == "direct":
+            opened.link_direct("dd" + "0" * 30, key)
+        else:
+            publish(opened, "late")
+    assert list(canary.iterdir()) == []

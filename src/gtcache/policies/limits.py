@@ -80,6 +80,7 @@ def enforce_limits(store: Store, limits: Limits, *, locking: str = "auto") -> Pr
         plan = plan_prune(
             store.scan(use_index=False),
             PrunePolicy(max_size=limits.max_size, max_files=limits.max_files),
+            usage=(size, files),
         )
         plan.execute(store)
         return plan

@@ -122,18 +122,26 @@ class PruneOutcome:
                 "failed": [{"key": key, "reason": reason} for key, reason in sorted(self.failed.items())]}
 
 
-def plan_prune(scan: StoreScan, policy: PrunePolicy, *, now: datetime.datetime | None = None) -> PrunePlan:
-    """The entries ``policy`` removes from what ``scan`` saw, each with its reason."""
+def plan_prune(
+    scan: StoreScan, policy: PrunePolicy, *, now: datetime.datetime | None = None,
+    usage: tuple[int, int] | None = None,
+) -> PrunePlan:
+    """The entries ``policy`` removes from what ``scan`` saw, each with its reason.
+
+    ``usage``: (bytes, files) of the entry folders as ``Store.usage`` measured them, which the
+    caps are checked against: what the scan does not account to an entry (a temp file a
+    killed process left in an entry folder, until ``verify --repair``) then counts too, so
+    that the plan brings the store under its caps as measured."""
     gc_was_enabled = gc.isenabled()
     gc.disable()  # many small objects, none freed: see Store.scan
     try:
-        return _plan(scan, policy, now or datetime.datetime.now(datetime.UTC))
+        return _plan(scan, policy, now or datetime.datetime.now(datetime.UTC), usage)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
-def _plan(scan: StoreScan, policy: PrunePolicy, now: datetime.datetime) -> PrunePlan:
+def _plan(scan: StoreScan, policy: PrunePolicy, now: datetime.datetime, usage: tuple[int, int] | None) -> PrunePlan:
     candidates = [e for e in scan.entries if _passes_filters(e, policy)]
     removals: dict[str, Removal] = {}
     for entry in candidates:
@@ -143,6 +151,9 @@ def _plan(scan: StoreScan, policy: PrunePolicy, now: datetime.datetime) -> Prune
     kept = [e for e in scan.entries if e.key not in removals]
     size = sum(e.disk_size for e in kept)  # bytes on disk, records included, as the caps count
     files = sum(e.files for e in kept)
+    if usage is not None:  # what no entry accounts for stays (until verify --repair)
+        size += max(usage[0] - sum(e.disk_size for e in scan.entries), 0)
+        files += max(usage[1] - sum(e.files for e in scan.entries), 0)
     if _over(size, files, policy):
         order: Callable[[EntryInfo], Any] = _value_per_byte if policy.by_value else _last_used
         for entry in sorted((e for e in candidates if e.key not in removals), key=order):

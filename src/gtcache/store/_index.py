@@ -72,7 +72,8 @@ Identity = tuple[int, int, int, int]
 
 #: How long after it was last written (its modification or change time) an ``entry.json`` may
 #: still be replaced by one of the same identity: the file system's timestamp granularity (1 s;
-#: 2 s on FAT), plus clock skew between this host and the file server that sets the times.
+#: 2 s on FAT), plus clock skew between this host and the file server that sets the times
+#: (up to some 4 s: a host further ahead takes a young reading for a settled one).
 #: Updates within one tick alternate between two inodes (ext4 reuses the one just freed: touch,
 #: scan, 4 more touches in one second on ext4 with 128-byte inodes left the very identity the scan
 #: read), so a row read within this window is never trusted as it is: the next scan reads again.

@@ -67,6 +67,8 @@ class Entry(Frozen):
 
     record: EntryRecord
     path: pathlib.Path
+    #: From ``publish``: this call put it there (not another publisher that got there first).
+    published: bool = False
 
     @property
     def key(self) -> str:
@@ -346,11 +348,29 @@ class Store:
         self._require_writable()
         if not (_layout.is_key(direct_key) and _layout.is_key(build_key)):
             raise ValueError("Direct and build keys must be 32 lowercase hex digits.")
-        link = pathlib.Path(_layout.direct_link(self._root, direct_key))
-        self.modes.make_folder(link.parent)
-        if not stat.S_ISDIR(os.lstat(link.parent).st_mode):  # never written through a symlink
-            raise GtcacheError(f"'{link.parent}' is not a folder (a symlink or a file); run 'gtcache verify --repair'.")
-        _files.atomic_write_text(link, build_key + "\n", durable=False, mode=self.modes.file)
+        # Through descriptors opened without following a symlink: ``direct/``, then its shard
+        # (either swapped for a link since this Store checked its folders writes nothing).
+        shard_name = direct_key[:2]
+        direct = self._fixed_dir(_layout.DIRECT_DIR)
+        try:
+            try:
+                os.mkdir(shard_name, self.modes.folder, dir_fd=direct)
+                made = True
+            except FileExistsError:
+                made = False
+            try:
+                shard = os.open(shard_name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=direct)
+            except OSError as error:
+                raise GtcacheError(f"'{self.root / _layout.DIRECT_DIR / shard_name}' is not a folder (a symlink or a"
+                                   f" file: {error.strerror}); run 'gtcache verify --repair'.") from None
+        finally:
+            os.close(direct)
+        if made:
+            os.fchmod(shard, self.modes.folder)  # the store's mode, whatever the umask
+        try:
+            _files.replace_text_at(shard, direct_key, build_key + "\n", mode=self.modes.file)
+        finally:
+            os.close(shard)
 
     # -- publish ------------------------------------------------------------------------
 
@@ -399,7 +419,7 @@ class Store:
                     # The index is not touched: model runs (many ranks, shared file
                     # systems) never open SQLite; the next scan picks the entry up.
                     _files.fsync_dir(target.parent)
-                    return Entry(record=_read_record(target), path=target)
+                    return Entry(record=_read_record(target), path=target, published=True)
                 # Something is at the key. A sound entry wins; anything else (a broken
                 # record, a folder without 'entry.json', a symlink, a file) is replaced:
                 # a complete entry is renamed in whole, so none of those is one in the making.
@@ -444,11 +464,16 @@ class Store:
 
     # -- removal ------------------------------------------------------------------------
 
-    def remove(self, keys: Iterable[str], *, failed: dict[str, str] | None = None) -> int:
+    def remove(
+        self, keys: Iterable[str], *, failed: dict[str, str] | None = None,
+        judged: Mapping[str, os.stat_result] | None = None,
+    ) -> int:
         """Remove entries (absent keys are skipped); return the bytes freed.
 
         ``failed``: an entry that cannot be removed (``OSError``: permissions, ...) is added
         to it, key -> why, and the others still go; without it the first such error raises.
+        ``judged``: by key, the ``lstat`` of the entry folder to remove; another folder found
+        at the key (published since) is left.
         """
         self._require_writable()
         freed = 0
@@ -459,7 +484,7 @@ class Store:
                 continue
             size = _tree_size(path)
             try:
-                moved = self._move_to_trash(path)
+                moved = self._move_to_trash(path, judged=None if judged is None else judged.get(key))
             except OSError as error:
                 if failed is None:
                     raise
@@ -503,11 +528,13 @@ class Store:
         """Bytes the entry folder of ``key`` takes (its record included): what ``remove`` frees."""
         return _tree_size(self.entry_path(key)) if self._shard(key) is not None else 0
 
-    def _move_to_trash(self, path: pathlib.Path) -> bool:
+    def _move_to_trash(self, path: pathlib.Path, *, judged: os.stat_result | None = None) -> bool:
         """Rename ``path`` (a folder, or a symlink itself) into ``trash/`` and delete it there.
 
         ``trash/`` is opened without following a symlink and the rename and the removal go
         through that descriptor: nothing is ever moved or deleted outside the store.
+        ``judged``: the ``lstat`` of what is to go; anything else found at ``path`` is put
+        back (or deleted, if yet another took its place meanwhile) and False returned.
         """
         trash = self._fixed_dir(_layout.TRASH_DIR)
         try:
@@ -516,6 +543,14 @@ class Store:
                 os.rename(path, doomed, dst_dir_fd=trash)
             except FileNotFoundError:
                 return False
+            if judged is not None:
+                moved = os.stat(doomed, dir_fd=trash, follow_symlinks=False)
+                if (moved.st_dev, moved.st_ino) != (judged.st_dev, judged.st_ino):
+                    with contextlib.suppress(OSError):
+                        os.rename(doomed, path, src_dir_fd=trash)
+                        return False
+                    _files.remove_tree(doomed, dir_fd=trash)
+                    return False
             _files.remove_tree(doomed, dir_fd=trash)
         finally:
             os.close(trash)
@@ -697,9 +732,8 @@ class Store:
         (``GtcacheError``) where the store is not written: read-only, or a fixed folder that
         is a symlink (``tmp/`` itself: staging there would write outside the store)."""
         self._require_writable()
-        tmp_root = self.root / _layout.TMP_DIR
-        self.modes.make_folder(tmp_root)
-        return tmp_root
+        os.close(self._fixed_dir(_layout.TMP_DIR))  # a real folder now (made if absent), not only when opened
+        return self.root / _layout.TMP_DIR
 
     def _require_writable(self) -> None:
         if self.read_only:
