@@ -755,3 +755,30 @@ def test_the_folders_a_store_scan_refuses_are_the_folders_lookups_refuse(
     for key in keys:
         if key != in_linked_shard:
             assert trusted.lookup(key) is not None
+
+
+#: argv: store. As ``nobody``: verify, the problems' kinds (or the error).
+VERIFY_AS_NOBODY = DROP + """
+import json, sys
+import gtcache
+from gtcache.policies import verify
+drop(65534, 65534, [])
+try:
+    report = verify(gtcache.open_store(sys.argv[1], read_only=True))
+    print(json.dumps(sorted(p.kind for p in report.problems)))
+except Exception as error:
+    print(type(error).__name__, error)
+"""
+
+
+def test_verify_by_another_user_goes_on_past_a_ledger_it_may_not_list(public: pathlib.Path) -> None:
+    """The ledger and locks folders are looked into for what killed processes left; one this
+    user may not list (mode 000) is skipped, not an error that stops verify."""
+    store = gtcache.open_store(public / "store")
+    publish(store)
+    store.record_run({"counts": {"hit": 1}})
+    os.chmod(store.root / "ledger", 0)
+    try:
+        assert child(VERIFY_AS_NOBODY, store.root) == "[]"
+    finally:
+        os.chmod(store.root / "ledger", 0o755)

@@ -210,11 +210,12 @@ def _check_leftovers(store: Store, now: float, grace: float, unsafe: set[pathlib
     for item in _listdir(store.root / TRASH_DIR, unsafe):
         if now - _mtime(item) > grace:
             problems.append(Problem("leftover", pathlib.Path(item.path), "removal that did not finish"))
-    # What a process killed meanwhile left: a ledger entry's temp file, a lock's flock probe.
-    for item in _listdir(store.root / LEDGER_DIR, unsafe):
+    # What a process killed meanwhile left: a ledger entry's temp file, a lock's flock probe
+    # (folders this user may not list: not looked into, as the entries' checks do not need them).
+    for item in _listdir(store.root / LEDGER_DIR, unsafe, unlisted_ok=True):
         if item.name.startswith(".") and ".tmp-" in item.name and now - _mtime(item) > grace:
             problems.append(Problem("leftover", pathlib.Path(item.path), "temp file of an interrupted ledger write"))
-    for item in _listdir(store.root / LOCKS_DIR, unsafe):
+    for item in _listdir(store.root / LOCKS_DIR, unsafe, unlisted_ok=True):
         if item.name.startswith(".flock-probe-") and now - _mtime(item) > grace:
             problems.append(Problem("leftover", pathlib.Path(item.path), "flock probe of an interrupted process"))
     return problems
@@ -302,8 +303,11 @@ def _sound(store: Store, key: str) -> bool:
     return entry is not None
 
 
-def _listdir(path: str | os.PathLike[str], unsafe: AbstractSet[pathlib.Path] = frozenset()) -> list[os.DirEntry[str]]:
-    """The items of a folder, sorted; none for a fixed folder that is a symlink (``unsafe``)."""
+def _listdir(
+    path: str | os.PathLike[str], unsafe: AbstractSet[pathlib.Path] = frozenset(), *, unlisted_ok: bool = False,
+) -> list[os.DirEntry[str]]:
+    """The items of a folder, sorted; none for a fixed folder that is a symlink (``unsafe``),
+    and with ``unlisted_ok`` none for one this user may not list."""
     if isinstance(path, pathlib.Path) and path in unsafe:
         return []
     try:
@@ -311,6 +315,10 @@ def _listdir(path: str | os.PathLike[str], unsafe: AbstractSet[pathlib.Path] = f
             return sorted(items, key=lambda item: item.name)
     except (FileNotFoundError, NotADirectoryError):
         return []
+    except PermissionError:
+        if unlisted_ok:
+            return []
+        raise
 
 
 def _mtime(item: os.DirEntry[str]) -> float:
