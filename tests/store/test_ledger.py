@@ -70,8 +70,9 @@ def test_zero_removes_run_files_only(tmp_path: pathlib.Path) -> None:
     outside = tmp_path / "outside.json"
     outside.write_text("{}\n")
     (ledger / "link.json").symlink_to(outside)
+    os.mkfifo(ledger / "fifo.json")
 
-    assert store.zero_ledger() == 3, "two runs and the symlink itself"
+    assert store.zero_ledger() == 2, "two runs; the symlink itself and the FIFO go, but were no runs"
     assert sorted(p.name for p in ledger.iterdir()) == sorted([in_flight.name, "notes.txt", "folder.json", "zeroed"])
     assert outside.read_text() == "{}\n", "a symlink is removed itself, never its target"
     assert store.ledger().runs == 0 and store.ledger_zeroed() is not None

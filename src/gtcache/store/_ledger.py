@@ -23,6 +23,7 @@ import json
 import os
 import pathlib
 import socket
+import stat
 from collections.abc import Mapping
 from typing import Any
 
@@ -163,7 +164,8 @@ ZEROED_FILE = "zeroed"
 
 def zero(root: pathlib.Path, modes: StoreModes | None = None) -> int:
     """Remove every run file (``_is_run``; a symlink itself, never its target; no folder);
-    return how many runs that forgot; then note the time in ``ledger/zeroed``.
+    return how many runs that forgot (regular files: what ``read_runs`` may read); then note
+    the time in ``ledger/zeroed``.
 
     Only run files: a temp file (``.<name>.tmp-*``) may be a run being recorded right now,
     whose rename would then fail (a killed writer's is left for good: harmless, not a run).
@@ -181,10 +183,11 @@ def zero(root: pathlib.Path, modes: StoreModes | None = None) -> int:
             return 0
         for name in names:
             try:
+                kind = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
                 os.unlink(name, dir_fd=fd)  # a folder named *.json: EISDIR, left
             except OSError:
                 continue
-            removed += 1
+            removed += stat.S_ISREG(kind)  # a symlink or a FIFO of that name goes, but was no run
         modes = modes or StoreModes.of_root(os.stat(root).st_mode)
         _files.replace_text_at(fd, ZEROED_FILE, now_iso() + "\n", mode=modes.file)
     finally:
