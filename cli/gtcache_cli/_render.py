@@ -266,8 +266,10 @@ def removal_outcome(outcome: PruneOutcome) -> None:
     for key, reason in sorted(outcome.failed.items()):
         _console.print(f"not removed {key}: {_text.escape(reason)}", markup=False)
     failed = f"; {len(outcome.failed)} could not be removed" if outcome.failed else ""
+    left = (f"; {_text.plural(len(outcome.left), 'entry', 'entries')} used or published again since"
+            " the plan, left") if outcome.left else ""
     _console.print(f"Removed {_text.plural(len(outcome.removed), 'entry', 'entries')},"
-                   f" freed {gtcache.format_size(outcome.freed)}{failed}.", markup=False)
+                   f" freed {gtcache.format_size(outcome.freed)}{left}{failed}.", markup=False)
 
 
 def quarantine_note(quarantine: tuple[int, int]) -> None:

@@ -1,8 +1,16 @@
-"""Prune policies alone and combined, on synthetic entries with known ages and sizes."""
+"""Prune policies alone and combined, on synthetic entries with known ages and sizes; what a
+plan does with an entry used or published again before its removal."""
 
 from __future__ import annotations
 
-from gtcache.policies import PrunePolicy, plan_prune
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+from gtcache.policies import PrunePolicy, plan_prune, plan_removal
+from tests.helpers import draft
 from tests.policies.conftest import NOW
 
 DAY = 86400.0
@@ -101,3 +109,60 @@ def test_execute_frees_what_the_plan_says(make_entry) -> None:
 def test_policy_selects_nothing_with_filters_only() -> None:
     assert not PrunePolicy(program="x*").selects_anything
     assert PrunePolicy(broken=True).selects_anything
+
+
+def test_an_entry_used_or_published_again_after_the_plan_is_left(make_entry) -> None:
+    """A plan is a decision on what a scan saw: an entry a model run hit (``touch``) or published
+    anew between the plan and its removal is put back and reported left; the others go."""
+    idle = make_entry("idle", created_days=30, used_days=20)
+    gone = make_entry("gone", created_days=30, used_days=20)
+    bad = make_entry("bad")
+    (bad.path / "program.py").write_bytes(b"")
+    store = make_entry.store
+    plan = plan_prune(store.scan(), PrunePolicy(unused_for=14 * DAY, broken=True), now=NOW)
+    assert sorted(r.entry.program for r in plan.removals) == ["bad", "gone", "idle"]
+    store.touch(idle.key)  # a hit
+    shutil.rmtree(bad.path)  # the broken one removed and built again, sound
+    store.publish(draft("bad"), {"program.py": b"x" * 1000})
+
+    outcome = plan.apply(store)
+    assert outcome.removed == (gone.key,) and outcome.left == tuple(sorted((idle.key, bad.key)))
+    assert outcome.to_json()["left"] == sorted((idle.key, bad.key))
+    assert sorted(e.program for e in store.scan().entries) == ["bad", "idle"]
+    assert store.lookup(idle.key) is not None and store.lookup(bad.key) is not None, "put back whole"
+    assert list((store.root / "trash").iterdir()) == []
+    assert plan.execute(store) == 0, "executing again: the two are still left, the third gone"
+    assert len(store.scan().entries) == 2
+
+
+def test_rm_removes_what_was_asked_for_even_if_used_since(make_entry) -> None:
+    entry = make_entry("a")
+    store = make_entry.store
+    plan = plan_removal(store.scan(), [entry.key])
+    store.touch(entry.key)
+    outcome = plan.apply(store)
+    assert outcome.removed == (entry.key,) and outcome.left == () and store.scan().entries == ()
+
+
+def test_prune_leaves_an_entry_hit_while_it_asked_for_confirmation(make_entry, tmp_path: pathlib.Path) -> None:
+    """The real command: the plan is shown, a model run hits one entry while the user reads
+    it, the user confirms; that entry stays and the summary says so."""
+    hit = make_entry("hit", created_days=30, used_days=20)
+    make_entry("idle", created_days=30, used_days=20)
+    store = make_entry.store
+    command = [str(pathlib.Path(sys.executable).with_name("gtcache")), "--cache-dir", str(store.root),
+               "prune", "--unused-for", "14d"]
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          env={**os.environ, "COLUMNS": "200"}) as process:
+        assert process.stdout is not None and process.stdin is not None
+        shown = b""
+        while b"[y/N]" not in shown:
+            chunk = os.read(process.stdout.fileno(), 4096)
+            assert chunk, shown.decode()
+            shown += chunk
+        store.touch(hit.key)
+        out, _ = process.communicate(b"y\n", timeout=60)
+    text = (shown + out).decode()
+    assert process.returncode == 0, text
+    assert "Removed 1 entry" in text and "1 entry used or published again since the plan, left" in text, text
+    assert [e.program for e in store.scan().entries] == ["hit"]

@@ -69,6 +69,8 @@ class PrunePlan:
     #: What the store holds after the plan is executed (entries, bytes on disk).
     remaining_entries: int
     remaining_size: int
+    #: Whether an entry used or published since the plan is left (``plan_prune``'s plans).
+    recheck: bool = False
 
     @property
     def freed(self) -> int:
@@ -94,14 +96,20 @@ class PrunePlan:
 
         The first entry that cannot be removed raises (``OSError``); ``apply`` goes on.
         """
-        return store.remove(r.entry.key for r in self.removals)
+        return store.remove((r.entry.key for r in self.removals), seen=self._seen())
 
     def apply(self, store: Store) -> PruneOutcome:
         """Remove the planned entries, going on past those that cannot be removed."""
         failed: dict[str, str] = {}
-        freed = store.remove((r.entry.key for r in self.removals), failed=failed)
-        removed = tuple(r.entry.key for r in self.removals if r.entry.key not in failed)
-        return PruneOutcome(removed=removed, freed=freed, failed=failed)
+        left: set[str] = set()
+        freed = store.remove((r.entry.key for r in self.removals), failed=failed, seen=self._seen(), left=left)
+        removed = tuple(r.entry.key for r in self.removals if r.entry.key not in failed and r.entry.key not in left)
+        return PruneOutcome(removed=removed, freed=freed, failed=failed, left=tuple(sorted(left)))
+
+    def _seen(self) -> dict[str, tuple[str, str, int]] | None:
+        """What each removal was decided on (``prune``'s plans): an entry used or published
+        since the plan is left. ``rm`` removes what was asked for, as it is found."""
+        return {r.entry.key: r.entry.stamp for r in self.removals} if self.recheck else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,13 +120,15 @@ class PruneOutcome:
     removed: tuple[str, ...]
     freed: int
     failed: Mapping[str, str]
+    #: Keys left because the entry was used or published again since the plan.
+    left: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
         return not self.failed
 
     def to_json(self) -> dict[str, Any]:
-        return {"removed": len(self.removed), "freed": self.freed,
+        return {"removed": len(self.removed), "freed": self.freed, "left": list(self.left),
                 "failed": [{"key": key, "reason": reason} for key, reason in sorted(self.failed.items())]}
 
 
@@ -168,6 +178,7 @@ def _plan(scan: StoreScan, policy: PrunePolicy, now: datetime.datetime, usage: t
         removals=ordered,
         remaining_entries=len(scan.entries) - len(ordered),
         remaining_size=size,
+        recheck=True,
     )
 
 

@@ -71,6 +71,11 @@ class EntryInfo:
         return self.problem is None
 
     @property
+    def stamp(self) -> tuple[str, str, int]:
+        """(created, last used, hits) as the scan read them: ``usage_stamp`` of its record."""
+        return (self.created, self.last_used, self.hits)
+
+    @property
     def status(self) -> str:
         return "ok" if self.problem is None else "broken"
 
@@ -101,7 +106,7 @@ class EntryInfo:
         program = program if isinstance(program, Mapping) else {}
         files = data.get("files")
         files = files if isinstance(files, list) else []
-        hits = data.get("hits")
+        created, last_used, hits = usage_stamp(data)
         name = str(program.get("name", "?"))
         module = program.get("module")
         size = sum(f["size"] for f in files if isinstance(f, dict) and isinstance(f.get("size"), int))
@@ -114,9 +119,9 @@ class EntryInfo:
             gt4py=str(_mapping(data.get("toolchain")).get("gt4py", "?")),
             size=size,
             files=1 + len(files),
-            created=str(data.get("created", "")),
-            last_used=str(data.get("last_used", "")),
-            hits=hits if isinstance(hits, int) else 0,
+            created=created,
+            last_used=last_used,
+            hits=hits,
             compile_seconds=_number(data.get("compile_seconds")),
             problem=problem,
             raw=raw if isinstance(raw, Mapping) else None,
@@ -203,6 +208,14 @@ class StoreScan:
             by_backend={k: (n, s) for k, (n, s) in by_backend.items()},
             by_gt4py={k: (n, s) for k, (n, s) in by_gt4py.items()},
         )
+
+
+def usage_stamp(data: Mapping[str, Any]) -> tuple[str, str, int]:
+    """(created, last used, hits) of a record as read (defaults where a field is missing or
+    damaged): a publish changes the first, each recorded use the last two (``Store.touch``)."""
+    hits = data.get("hits")
+    return (str(data.get("created", "")), str(data.get("last_used", "")),
+            hits if isinstance(hits, int) and not isinstance(hits, bool) else 0)
 
 
 def _mapping(value: object) -> Mapping[str, Any]:

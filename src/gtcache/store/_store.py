@@ -467,6 +467,7 @@ class Store:
     def remove(
         self, keys: Iterable[str], *, failed: dict[str, str] | None = None,
         judged: Mapping[str, os.stat_result] | None = None,
+        seen: Mapping[str, tuple[str, str, int]] | None = None, left: set[str] | None = None,
     ) -> int:
         """Remove entries (absent keys are skipped); return the bytes freed.
 
@@ -474,6 +475,9 @@ class Store:
         to it, key -> why, and the others still go; without it the first such error raises.
         ``judged``: by key, the ``lstat`` of the entry folder to remove; another folder found
         at the key (published since) is left.
+        ``seen``: by key, the ``usage_stamp`` a plan was made from; an entry used or published
+        since (its record, read once it is in ``trash/`` where no process updates it any more,
+        says otherwise) is put back and its key added to ``left``.
         """
         self._require_writable()
         freed = 0
@@ -484,14 +488,21 @@ class Store:
                 continue
             size = _tree_size(path)
             try:
-                moved = self._move_to_trash(path, judged=None if judged is None else judged.get(key))
+                done = self._move_to_trash(
+                    path, judged=None if judged is None else judged.get(key),
+                    seen=None if seen is None else seen.get(key),
+                )
             except OSError as error:
                 if failed is None:
                     raise
                 where = f": '{error.filename}'" if error.filename is not None else ""
                 failed[key] = f"{error.strerror or error}{where}"
                 continue
-            if moved:
+            if done == "left":
+                if left is not None:
+                    left.add(key)
+                continue
+            if done == "removed":
                 freed += size
             self._index.delete(key)
         return freed
@@ -528,13 +539,17 @@ class Store:
         """Bytes the entry folder of ``key`` takes (its record included): what ``remove`` frees."""
         return _tree_size(self.entry_path(key)) if self._shard(key) is not None else 0
 
-    def _move_to_trash(self, path: pathlib.Path, *, judged: os.stat_result | None = None) -> bool:
+    def _move_to_trash(
+        self, path: pathlib.Path, *, judged: os.stat_result | None = None,
+        seen: tuple[str, str, int] | None = None,
+    ) -> Literal["removed", "gone", "left"]:
         """Rename ``path`` (a folder, or a symlink itself) into ``trash/`` and delete it there.
 
         ``trash/`` is opened without following a symlink and the rename and the removal go
         through that descriptor: nothing is ever moved or deleted outside the store.
-        ``judged``: the ``lstat`` of what is to go; anything else found at ``path`` is put
-        back (or deleted, if yet another took its place meanwhile) and False returned.
+        ``judged``: the ``lstat`` of what is to go; ``seen``: the ``usage_stamp`` of its
+        record. Anything else found at ``path`` (another folder, or the folder's record
+        changed) is put back (or deleted, if yet another took its place meanwhile): "left".
         """
         trash = self._fixed_dir(_layout.TRASH_DIR)
         try:
@@ -542,19 +557,39 @@ class Store:
             try:
                 os.rename(path, doomed, dst_dir_fd=trash)
             except FileNotFoundError:
-                return False
-            if judged is not None:
-                moved = os.stat(doomed, dir_fd=trash, follow_symlinks=False)
-                if (moved.st_dev, moved.st_ino) != (judged.st_dev, judged.st_ino):
-                    with contextlib.suppress(OSError):
-                        os.rename(doomed, path, src_dir_fd=trash)
-                        return False
-                    _files.remove_tree(doomed, dir_fd=trash)
-                    return False
+                return "gone"
+            if not self._as_judged(trash, doomed, judged, seen):
+                with contextlib.suppress(OSError):
+                    os.rename(doomed, path, src_dir_fd=trash)
+                    return "left"
+                _files.remove_tree(doomed, dir_fd=trash)
+                return "left"
             _files.remove_tree(doomed, dir_fd=trash)
         finally:
             os.close(trash)
-        return True
+        return "removed"
+
+    @staticmethod
+    def _as_judged(
+        trash: int, name: str, judged: os.stat_result | None, seen: tuple[str, str, int] | None,
+    ) -> bool:
+        """Whether ``trash/<name>`` is the folder judged (same inode) with the record seen."""
+        if judged is not None:
+            moved = os.stat(name, dir_fd=trash, follow_symlinks=False)
+            if (moved.st_dev, moved.st_ino) != (judged.st_dev, judged.st_ino):
+                return False
+        if seen is None:
+            return True
+        from gtcache.store._scan import usage_stamp
+
+        data: Any = {}
+        with contextlib.suppress(OSError, ValueError, RecursionError):  # unreadable: as a broken entry's
+            folder = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=trash)
+            try:
+                data = json.loads(_files.read_regular(_layout.ENTRY_FILE, dir_fd=folder))
+            finally:
+                os.close(folder)
+        return usage_stamp(data if isinstance(data, dict) else {}) == seen
 
     def _fixed_dir(self, name: str) -> int:
         """A descriptor of the store folder ``name``, created if absent, never through a symlink."""
