@@ -164,6 +164,49 @@ def test_cli_export_import(bundle: pathlib.Path, tmp_path: pathlib.Path) -> None
     assert result.exit_code == 1 and "not signed" in result.output
 
 
+def test_cli_export_of_nothing_matching_writes_nothing(bundle: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """A glob that matches no entry (a typo) is exit 1, and never writes, or with --force
+    replaces a good bundle with, an empty one."""
+    from click.testing import CliRunner
+
+    from gtcache_cli.main import cli
+
+    before = bundle.read_bytes()
+    result = CliRunner().invoke(cli, ["--cache-dir", str(tmp_path / "src"), "export", str(bundle), "--force",
+                                      "--backend", "run_dace*"])
+    assert result.exit_code == 1 and result.output == "Error: No entry matches '--backend run_dace*'.\n"
+    assert bundle.read_bytes() == before
+    result = CliRunner().invoke(cli, ["--cache-dir", str(tmp_path / "src"), "export", str(tmp_path / "b.tar.gz"),
+                                      "--backend", "gtfn_cpu", "--json"])
+    assert result.exit_code == 0 and json.loads(result.output)["entries"] == 2, "gtfn_cpu: run_gtfn_cpu"
+
+
+@pytest.mark.parametrize("place", ["absent", "empty folder"])
+def test_cli_import_that_fails_leaves_no_store_behind(bundle: pathlib.Path, tmp_path: pathlib.Path, place: str) -> None:
+    """A bad bundle (or a mistyped --cache-dir with one) leaves the place as it was: no new
+    store skeleton, no parent folders made; an existing store keeps its bytes."""
+    from click.testing import CliRunner
+
+    from gtcache_cli.main import cli
+
+    garbage = tmp_path / "garbage.tar.gz"
+    garbage.write_bytes(b"\x1f\x8b not really" * 50)
+    target = tmp_path / "new" / "deeper" / "store"
+    if place == "empty folder":
+        target.mkdir(parents=True)
+    for bad, env in ((garbage, {}), (bundle, {"GTCACHE_BUNDLE_KEY": "another key"})):
+        result = CliRunner().invoke(cli, ["--cache-dir", str(target), "import", str(bad)], env=env)
+        assert result.exit_code == 1 and result.output.startswith("Error: "), result.output
+        if place == "absent":
+            assert not (tmp_path / "new").exists()
+        else:
+            assert list(target.iterdir()) == []
+    result = CliRunner().invoke(cli, ["--cache-dir", str(target), "import", str(bundle)])
+    assert result.exit_code == 0 and len(entries(target)) == 2
+    result = CliRunner().invoke(cli, ["--cache-dir", str(target), "import", str(garbage)])
+    assert result.exit_code == 1 and len(entries(target)) == 2, "an existing store is never removed"
+
+
 def test_cli_import_splits_exactly_on_the_toolchain(tmp_path: pathlib.Path) -> None:
     """One entry built here, one built for another gt4py: exactly one imported, one skipped."""
     import gt4py

@@ -9,7 +9,8 @@ import sys
 import click
 
 from gtcache import bundle, toolchain
-from gtcache.store import format_size
+from gtcache.errors import EntryNotFoundError
+from gtcache.store import discard_new_store, first_missing, format_size, resolve_store_path
 from gtcache_cli._common import (
     EXIT_CODES_HELP,
     Context,
@@ -39,6 +40,8 @@ def export_command(
     mtime = obj.settings.bundle_mtime()
     store = obj.store()
     entries = [e for e in store.scan().entries if matches(e, program_glob, backend_glob)]
+    if not entries and (program_glob or backend_glob):  # a typo must not write (or --force replace) an empty bundle
+        raise EntryNotFoundError(" ".join(f"--{o} {g}" for o, g in (("program", program_glob), ("backend", backend_glob)) if g))
     if file == "-":
         if sys.stdout.isatty():
             raise bundle.BundleError("Standard output is a terminal; redirect it to a file or a pipe.")
@@ -75,14 +78,22 @@ def import_command(obj: Context, file: str, force: bool, require_signature: bool
     trust = obj.settings.bundle_trust()
     required = require_signature or trust.require_signed
     facts = toolchain.current_facts()
-    if file == "-":
-        if sys.stdin.isatty():
-            raise bundle.BundleError("Standard input is a terminal; pipe a bundle in.")
-        report = bundle.read_bundle(sys.stdin.buffer, obj.store(create=True), key=trust.key, require_signature=required,
-                                    force=force, facts=facts, name="<stdin>")
-    else:
-        report = bundle.import_bundle(obj.store(create=True), pathlib.Path(file), key=trust.key,
-                                      require_signature=required, force=force, facts=facts)
+    if file == "-" and sys.stdin.isatty():
+        raise bundle.BundleError("Standard input is a terminal; pipe a bundle in.")
+    root = resolve_store_path(obj.settings.cache_dir)
+    made = first_missing(root)  # a store this import creates is removed again if it fails
+    new = made is not None or (root.is_dir() and not any(root.iterdir()))
+    try:
+        if file == "-":
+            report = bundle.read_bundle(sys.stdin.buffer, obj.store(create=True), key=trust.key,
+                                        require_signature=required, force=force, facts=facts, name="<stdin>")
+        else:
+            report = bundle.import_bundle(obj.store(create=True), pathlib.Path(file), key=trust.key,
+                                          require_signature=required, force=force, facts=facts)
+    except BaseException:
+        if new:
+            discard_new_store(root, made=made)
+        raise
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
         return

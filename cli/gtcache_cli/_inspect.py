@@ -27,9 +27,11 @@ from gtcache_cli._common import (
 @json_option
 @pass_context
 def dir_command(obj: Context, as_json: bool) -> None:
-    """Print where the store (and its index) is.
+    """Print the store's path (with --json, the index's too).
 
-    Symlinks resolved: the path every command uses and prints.
+    Symlinks resolved: the path every command uses and prints. One line, the
+    store's path only, for $(gtcache dir) in scripts; --json has it as cache_dir
+    and where the index is as index_dir (elsewhere with --index-dir).
     """
     settings = obj.settings
     # Where the store would put its index; nothing opened (``dir`` must work on a broken store).
@@ -66,8 +68,9 @@ def ls_command(
     """List the entries of the store (broken ones included, marked).
 
     The table fits the terminal (or COLUMNS): KEY, PROGRAM and BACKEND always, then
-    STATUS, SIZE, LAST USED, HITS and COMPILE as the width allows. Programs show without
-    their module unless --long (or two of one name are listed); times are relative.
+    SIZE, COMPILE, HITS, LAST USED and STATUS as the width allows (COMPILE drops first,
+    STATUS last). Programs show without their module unless --long (or two of one name
+    are listed); times are relative.
 
     With --remote URL: the entries a remote holds (KEY, PROGRAM, BACKEND, SIZE, CREATED,
     PUSHED, as far as it knows); a remote whose protocol cannot list is an error.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import click
 
 import gtcache
@@ -71,7 +74,10 @@ def rm_command(
     obj: Context, queries: tuple[str, ...], program_glob: str | None, backend_glob: str | None,
     dry_run: bool, yes: bool, as_json: bool,
 ) -> None:
-    """Remove entries: by key, key prefix or program name (QUERIES), or by --program/--backend glob."""
+    """Remove entries: by key, key prefix or program name (QUERIES), or by --program/--backend glob.
+
+    With both, the globs narrow what the QUERIES name (as on ls, prune and export).
+    """
     if not queries and not program_glob and not backend_glob:
         raise click.UsageError("Name entries to remove: KEY..., --program GLOB or --backend GLOB.")
     store = obj.store()
@@ -79,8 +85,9 @@ def rm_command(
     chosen: dict[str, gtcache.EntryInfo] = {}
     for query in queries:
         chosen.update((e.key, e) for e in resolve(store, query, scan))
-    if program_glob or backend_glob:
-        chosen.update((e.key, e) for e in scan.entries if policies.matches(e, program_glob, backend_glob))
+    if not queries:
+        chosen = {e.key: e for e in scan.entries}
+    chosen = {k: e for k, e in chosen.items() if policies.matches(e, program_glob, backend_glob)}
     _run_plan(store, policies.plan_removal(scan, chosen), dry_run=dry_run, yes=yes, as_json=as_json)
 
 
@@ -109,22 +116,58 @@ def prune_command(
 ) -> None:
     """Remove entries by policy. Policies combine; --program/--backend limit what may go.
 
-    Under --max-size/--max-files, least recently used entries go first.
+    Under --max-size/--max-files, least recently used entries go first. Without a policy,
+    the store's caps (gtcache config set max-size/max-files, GTCACHE_MAX_SIZE/_FILES) apply,
+    as ccache --cleanup. No store at all: nothing to remove (exit 0).
     """
     policy = policies.PrunePolicy(
         max_size=max_size, max_files=max_files, older_than=older_than, unused_for=unused_for,
         stale=toolchain.current_facts() if stale else None,
-        keep_gt4py=frozenset(v.strip() for v in keep_gt4py.split(",")) if keep_gt4py else None,
+        keep_gt4py=_versions(keep_gt4py) if keep_gt4py is not None else None,
         broken=broken, program=program_glob, backend=backend_glob, by_value=by_value,
     )
+    try:
+        store = obj.store()
+    except gtcache.NoStoreError as error:  # a CI job's first run prunes before it warms
+        if not policy.selects_anything and not policies.Limits.for_store(error.path, obj.settings).active:
+            raise _no_policy() from None
+        said = f"{_text.escape(str(error))} Nothing to remove."
+        emit({"cache_dir": str(error.path), "entries": 0, "freed": 0, "remaining_entries": 0,
+              "remaining_size": 0, "removals": [], "dry_run": dry_run},
+             as_json, lambda: click.echo(said))
+        return
     if not policy.selects_anything:
-        raise click.UsageError(
-            "Give a policy: --max-size, --max-files, --older-than, --unused-for, --stale,"
-            " --keep-gt4py or --broken."
-        )
-    store = obj.store()
+        limits = policies.Limits.for_store(store.root, obj.settings)
+        if not limits.active:
+            raise _no_policy()
+        policy = dataclasses.replace(policy, max_size=limits.max_size, max_files=limits.max_files)
     usage = store.usage()[1:] if policy.max_size is not None or policy.max_files is not None else None
-    _run_plan(store, policies.plan_prune(store.scan(), policy, usage=usage), dry_run=dry_run, yes=yes, as_json=as_json)
+    scan = store.scan()
+    if policy.keep_gt4py and scan.entries and not any(e.gt4py in policy.keep_gt4py for e in scan.entries):
+        built = ", ".join(sorted({e.gt4py for e in scan.entries}))
+        click.echo(f"Warning: no entry here was built by gt4py {', '.join(sorted(policy.keep_gt4py))}"
+                   f" (built by: {_text.escape(built)}); --keep-gt4py keeps none of them.", err=True)
+    _run_plan(store, policies.plan_prune(scan, policy, usage=usage), dry_run=dry_run, yes=yes, as_json=as_json)
+
+
+def _no_policy() -> click.UsageError:
+    return click.UsageError(
+        "Give a policy: --max-size, --max-files, --older-than, --unused-for, --stale,"
+        " --keep-gt4py or --broken (or set a cap: gtcache config set max-size 20G)."
+    )
+
+
+def _versions(value: str) -> frozenset[str]:
+    """``--keep-gt4py 1.2.1,1.2.3``: each a version as records hold them (``1.2.3``, ``1.2.3.dev4``)."""
+    versions = [v.strip() for v in value.split(",")]
+    for version in versions:
+        if not re.fullmatch(r"\d+(\.\d+)*([a-z0-9.+-]*)", version):
+            shown = f"'{_text.escape(version)}'" if version else "an empty item"
+            raise click.BadParameter(
+                f"{shown} is not a version; give gt4py versions as 'gtcache ls' shows them, e.g. 1.2.1,1.2.3.",
+                param_hint="'--keep-gt4py'",
+            )
+    return frozenset(versions)
 
 
 @click.command(name="clear", epilog=EXIT_CODES_HELP)

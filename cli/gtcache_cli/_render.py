@@ -50,11 +50,18 @@ _ENTRY_COLUMNS = (
 def entries_table(
     entries: Sequence[gtcache.EntryInfo], *, root: pathlib.Path, all_keys: Sequence[str] = (), long: bool = False,
 ) -> None:
-    """``ls``: KEY, PROGRAM and BACKEND always; STATUS, SIZE, LAST USED, HITS, COMPILE as the width
-    allows (the last first). Keys shorten only when even those three do not fit, never below a
-    prefix ``info`` accepts and that is unique in the store."""
+    """``ls``: KEY, PROGRAM and BACKEND always, then SIZE, COMPILE, HITS, LAST USED and STATUS
+    as the width allows (COMPILE drops first, then HITS, LAST USED, SIZE; STATUS last). Keys
+    shorten only when even those three do not fit, never below a prefix ``info`` accepts and
+    that is unique in the store. ``all_keys``: every key of the store, so an ``ls`` whose
+    filters match nothing says how many entries the store holds."""
     if not entries:
-        _console.print(f"No entries in '{_text.escape(str(root))}'.", markup=False)
+        where = _text.escape(str(root))
+        if all_keys:
+            _console.print(f"No entries match in '{where}'"
+                           f" ({_text.plural(len(all_keys), 'entry', 'entries')} there).", markup=False)
+        else:
+            _console.print(f"No entries in '{where}'.", markup=False)
         return
     names = _program_names(entries, long=long)
     width = _text.console().width
@@ -223,12 +230,10 @@ def stats_text(
     for title, groups in (("backend", stats.by_backend), ("gt4py", stats.by_gt4py)):
         if not groups:
             continue
-        table = Table(box=None, pad_edge=False, header_style="bold")
-        table.add_column(title.upper())
-        table.add_column("ENTRIES", justify="right")
-        table.add_column("SIZE", justify="right")
-        for name, (number, size) in sorted(groups.items()):
-            table.add_row(Text(_text.escape(name)), str(number), gtcache.format_size(size))
+        cells = [[Text(_text.escape(name)), Text(str(number)), Text(gtcache.format_size(size))]
+                 for name, (number, size) in sorted(groups.items())]
+        heads = (_text.Column(title.upper()), _text.Column("ENTRIES", "right"), _text.Column("SIZE", "right"))
+        table, _ = _text.fit_table(heads, cells, _text.console().width)  # never cut, however narrow
         _console.print()
         _console.print(table)
 

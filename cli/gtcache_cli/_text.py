@@ -26,14 +26,33 @@ MIN_PREFIX = 4
 KEY_DIGITS = 12
 #: Width for output that goes to a pipe or file without ``COLUMNS``: nothing is cut.
 _PIPE_WIDTH = 1000
+#: The fewest characters a column that wraps (PROGRAM) keeps however narrow the width.
+WRAP_FLOOR = 12
 
 
 def console(*, stderr: bool = False) -> Console:
-    """A console for this moment's stdout: the terminal's width, ``COLUMNS`` if set, else wide."""
+    """A console for this moment's stdout: ``COLUMNS`` if it is a positive number, else the
+    terminal's width (80 if the terminal says none), else (a pipe or a file) wide.
+
+    A ``COLUMNS`` of 0, a negative or a non-number (some CI and editor shells set ``0``) is
+    ignored, as if unset: rich would take ``0`` and print nothing at all."""
     stream = sys.stderr if stderr else sys.stdout
-    columns = os.environ.get("COLUMNS", "")
-    width = None if columns.isdigit() or _isatty(stream) else _PIPE_WIDTH
+    width = _columns()
+    if width is None:
+        width = _terminal_width(stream) if _isatty(stream) else _PIPE_WIDTH
     return Console(highlight=False, width=width, stderr=stderr, soft_wrap=True)  # lines never wrapped, tables fit
+
+
+def _columns() -> int | None:
+    value = os.environ.get("COLUMNS", "").strip()
+    return int(value) if value.isascii() and value.isdigit() and int(value) > 0 else None
+
+
+def _terminal_width(stream: object) -> int:
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or 80  # type: ignore[attr-defined]
+    except (AttributeError, ValueError, OSError):
+        return 80
 
 
 def _isatty(stream: object) -> bool:
@@ -100,17 +119,27 @@ def fit_table(
     columns: Sequence[Column], rows: Sequence[Sequence[Text]], width: int | None
 ) -> tuple[Table, bool]:
     """A rich table of the ``columns`` that fit in ``width`` (``None``: all), least important
-    dropped first; and whether the columns that are never dropped fit unwrapped."""
+    dropped first; and whether the columns that are never dropped fit unwrapped.
+
+    The table is never narrower than what is left needs (a wrapping column keeps
+    ``WRAP_FLOOR`` characters, the others all of theirs): below that it is wider than
+    ``width``, as ``ls`` of coreutils is, rather than losing a column or cutting keys."""
     shown = list(range(len(columns)))
 
+    def column_width(i: int) -> int:
+        return max([len(columns[i].name), *(row[i].cell_len for row in rows)])
+
     def needed(indices: Sequence[int]) -> int:
-        widths = [max([len(columns[i].name), *(row[i].cell_len for row in rows)]) for i in indices]
-        return sum(widths) + 2 * (len(widths) - 1)
+        return sum(column_width(i) for i in indices) + 2 * (len(indices) - 1)
 
     droppable = sorted((c.drop_rank, i) for i, c in enumerate(columns) if c.drop_rank is not None)
     while width is not None and needed(shown) > width and droppable:
         shown.remove(droppable.pop()[1])
-    table = Table(box=None, pad_edge=False, header_style="bold", expand=False)
+    floor = sum(min(column_width(i), max(len(columns[i].name), WRAP_FLOOR)) if columns[i].wrap else column_width(i)
+                for i in shown) + 2 * (len(shown) - 1)
+    # A set width is the most rich gives the table (it never widens past what the cells need).
+    table = Table(box=None, pad_edge=False, header_style="bold", expand=False,
+                  width=floor if width is not None and width < floor else None)
     for i in shown:
         column = columns[i]
         table.add_column(column.name, justify=column.justify, no_wrap=not column.wrap,

@@ -15,6 +15,7 @@ __all__ = [
     "CorruptEntryError",
     "EntryNotFoundError",
     "GtcacheError",
+    "NoStoreError",
     "NotAStoreError",
     "StoreVersionError",
     "UnsupportedArtifactError",
@@ -42,6 +43,14 @@ def escape(text: str) -> str:
 
 class GtcacheError(Exception):
     """Base class of every error gtcache raises on purpose."""
+
+
+class NoStoreError(GtcacheError):
+    """No store at the path (nothing there, or an empty folder) and none was to be created."""
+
+    def __init__(self, path: pathlib.Path) -> None:
+        self.path = path
+        super().__init__(f"No gtcache store at '{path}'.")
 
 
 class NotAStoreError(GtcacheError):

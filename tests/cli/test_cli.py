@@ -68,7 +68,7 @@ def test_empty_store_is_not_an_error(tmp_path: pathlib.Path) -> None:
 
 READING_COMMANDS = [
     ("ls",), ("ls", "--json"), ("stats",), ("stats", "--zero"), ("verify",), ("verify", "--repair"),
-    ("info", "abcd"), ("rm", "abcd", "--yes"), ("prune", "--broken", "--yes"), ("clear", "--yes"),
+    ("info", "abcd"), ("rm", "abcd", "--yes"), ("clear", "--yes"),
     ("export", "out.tar.gz"), ("reindex",),
 ]
 
@@ -84,6 +84,41 @@ def test_a_missing_store_is_an_error_and_is_not_created(tmp_path: pathlib.Path, 
     # An empty folder is not a store either, and stays empty.
     typo.mkdir()
     assert run("--cache-dir", str(typo), *args)[0] == 1 and list(typo.iterdir()) == []
+
+
+def test_prune_of_no_store_has_nothing_to_remove(tmp_path: pathlib.Path) -> None:
+    """A CI job's first run prunes before it warms (docs/recipes.md): no store is nothing to
+    remove (exit 0), and none is made; without a policy or a cap it is still a usage error."""
+    typo = tmp_path / "typo"
+    code, out = run("--cache-dir", str(typo), "prune", "--stale", "--unused-for", "2w", "--yes")
+    assert (code, out.strip()) == (0, f"No gtcache store at '{typo}'. Nothing to remove.")
+    code, out = run("--cache-dir", str(typo), "prune", "--broken", "--json", "--yes")
+    assert code == 0 and json.loads(out)["entries"] == 0
+    assert run("--cache-dir", str(typo), "prune")[0] == 2
+    assert run("--cache-dir", str(typo), "prune", env={"GTCACHE_MAX_SIZE": "1G"})[0] == 0
+    assert not typo.exists()
+    typo.mkdir()
+    assert run("--cache-dir", str(typo), "prune", "--broken", "--yes")[0] == 0 and list(typo.iterdir()) == []
+
+
+def test_prune_without_a_policy_brings_the_store_under_its_caps(store: gtcache.Store) -> None:
+    """As ``ccache --cleanup``: the caps set with ``config set`` (or the environment) apply."""
+    code, out = run("--cache-dir", str(store.root), "prune", "--dry-run", env={"GTCACHE_MAX_SIZE": "0"})
+    assert code == 0 and "3 entries, " in out and "max size" in out
+    assert run("--cache-dir", str(store.root), "config", "set", "max-files", "4")[0] == 0
+    code, out = run("--cache-dir", str(store.root), "prune", "--yes")
+    assert code == 0 and "Removed 1 entry," in out and "max files 4" in out
+    assert len(store.scan().entries) == 2
+
+
+def test_prune_keep_gt4py_takes_versions_and_says_when_it_keeps_none(store: gtcache.Store) -> None:
+    for bad in (",,", "v1.2.3", "latest", ""):
+        code, out = run("--cache-dir", str(store.root), "prune", "--keep-gt4py", bad, "--yes")
+        assert code == 2 and "is not a version" in out, (bad, out)
+    assert len(store.scan().entries) == 3
+    result = CliRunner().invoke(cli, ["--cache-dir", str(store.root), "prune", "--keep-gt4py", "9.9", "--dry-run"])
+    assert result.exit_code == 0 and "2 entries, " in result.stdout, "the broken one only goes with --broken"
+    assert "Warning: no entry here was built by gt4py 9.9" in result.stderr
 
 
 def test_commands_that_add_entries_create_the_store(tmp_path: pathlib.Path) -> None:
@@ -235,6 +270,16 @@ def test_rm_by_key_and_program(store: gtcache.Store) -> None:
     assert code == 2
     code, out = run("--cache-dir", str(store.root), "rm", "nosuch", "--yes")
     assert code == 1 and "No entry matches" in out
+
+
+def test_rm_globs_narrow_what_the_queries_name(store: gtcache.Store) -> None:
+    """``rm QUERY --backend GLOB`` removes what both select (it added every entry of the
+    backend before), and a backend matches by its name without ``run_`` too."""
+    code, out = run("--cache-dir", str(store.root), "rm", "alpha", "--backend", "*dace*", "--yes")
+    assert code == 0 and "Nothing to remove" in out and len(store.scan().entries) == 3
+    code, out = run("--cache-dir", str(store.root), "rm", "alpha", "beta", "--backend", "gtfn_cpu", "--yes")
+    assert code == 0 and "Removed 1 entry," in out
+    assert sorted(e.program for e in store.scan().entries) == ["beta", "gamma"]
 
 
 def test_verify_exit_codes(store: gtcache.Store) -> None:

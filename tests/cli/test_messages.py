@@ -102,3 +102,27 @@ def test_clear_counts_and_empties_quarantine(store: gtcache.Store) -> None:
     assert f"freed {gtcache.format_size(quarantined)}" in out
     assert not quarantine.exists() or not list(quarantine.iterdir())
     assert "Nothing to clear" in run("--cache-dir", str(store.root), "clear", "--yes")[1]
+
+
+def test_ls_whose_filters_match_nothing_says_what_the_store_holds(store: gtcache.Store, tmp_path: pathlib.Path) -> None:
+    publish(store, "beta")
+    root = str(store.root)
+    for args in (("--broken",), ("--program", "nosuch"), ("--backend", "nosuch"), ("--program", "alpha", "--broken")):
+        code, out = run("--cache-dir", root, "ls", *args)
+        assert (code, out) == (0, f"No entries match in '{root}' (2 entries there).\n"), args
+        assert run("--cache-dir", root, "ls", *args, "--json") == (0, "[]\n"), args
+    gtcache.open_store(tmp_path / "empty")
+    for args in ((), ("--program", "nosuch")):  # a store that holds nothing says just that
+        code, out = run("--cache-dir", str(tmp_path / "empty"), "ls", *args)
+        assert (code, out) == (0, f"No entries in '{tmp_path / 'empty'}'.\n"), args
+
+
+def test_dir_prints_the_store_path_and_its_help_says_so(store: gtcache.Store, tmp_path: pathlib.Path) -> None:
+    """One line, the store only (``$(gtcache dir)``); the index only in --json, as the help says."""
+    index = tmp_path / "index"
+    code, out = run("--cache-dir", str(store.root), "--index-dir", str(index), "dir")
+    assert (code, out) == (0, f"{store.root}\n")
+    data = json.loads(run("--cache-dir", str(store.root), "--index-dir", str(index), "dir", "--json")[1])
+    assert data == {"cache_dir": str(store.root), "index_dir": str(index)}
+    [summary] = [line for line in run("--help")[1].splitlines() if line.strip().startswith("dir ")]
+    assert "store's path" in summary and "--json" in summary, summary

@@ -48,7 +48,7 @@ def rows(store: gtcache.Store) -> list[dict]:
     return json.loads(run("--cache-dir", str(store.root), "ls", "--json")[1])
 
 
-@pytest.mark.parametrize("columns", [60, 80, 120, 30])
+@pytest.mark.parametrize("columns", [60, 80, 120, 40])
 def test_ls_fits_the_width_and_keeps_what_identifies_an_entry(store: gtcache.Store, columns: int) -> None:
     code, out = run("--cache-dir", str(store.root), "ls", columns=columns)
     assert code == 0
@@ -136,3 +136,55 @@ def test_key_digits_never_below_a_prefix_info_accepts() -> None:
     assert _text.key_digits(["aaaa0000", "bbbb0000"], room=False) == _text.MIN_PREFIX
     assert _text.key_digits(["abcdef01", "abcdef02"], room=False) == 8
     assert _text.key_digits(["abcdef01", "abcdef02"]) == _text.KEY_DIGITS
+
+
+def run_with(columns: str, *args: str, input: str | None = None) -> tuple[int, str]:
+    """``run`` with ``COLUMNS`` exactly as given (``run`` leaves a 0 unset)."""
+    result = CliRunner().invoke(cli, list(args), env={"COLUMNS": columns}, input=input, catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize("columns", ["0", "00", "-1"])
+def test_a_columns_that_is_not_a_positive_number_is_ignored(store: gtcache.Store, columns: str) -> None:
+    """``COLUMNS=0`` (some CI and editor shells) once made rich print every table as nothing."""
+    root = str(store.root)
+    key = rows(store)[0]["key"]
+    code, out = run_with(columns, "--cache-dir", root, "ls")
+    assert code == 0 and out, "ls printed nothing"
+    assert header(out) == list(ALL_COLUMNS)  # as if unset: not a terminal, nothing cut
+    assert all(r["key"][:12] in out for r in rows(store)) and "4 entries" in out
+    assert "Checked 4 entries" in run_with(columns, "--cache-dir", root, "verify")[1]
+    assert "Store:" in run_with(columns, "--cache-dir", root, "stats")[1]
+    assert key in run_with(columns, "--cache-dir", root, "info", key)[1]
+    for args in (("prune", "--max-size", "0", "-n"), ("rm", "--program", "alpha")):
+        out = run_with(columns, "--cache-dir", root, *args, input="n\n")[1]
+        plan, _, _ = out.partition("[y/N]")
+        assert "KEY" in plan and "PROGRAM" in plan and "to free" in plan, (args, out)  # the plan before the question
+
+
+@pytest.mark.parametrize("columns", ["1", "5", "20"])
+def test_a_tiny_width_keeps_what_identifies_an_entry(store: gtcache.Store, columns: str) -> None:
+    """Narrower than KEY, PROGRAM and BACKEND need: the table is wider than the terminal
+    (as coreutils' ls is) rather than dropping PROGRAM or cutting keys to ``8…``."""
+    root = str(store.root)
+    code, out = run_with(columns, "--cache-dir", root, "ls")
+    assert code == 0 and header(out) == ["KEY", "PROGRAM", "BACKEND"], out
+    assert "…" not in out
+    shown = [m[1] for m in re.finditer(r"^([0-9a-f]{2,}) ", out, re.MULTILINE)]
+    assert len(shown) == 4 and all(len(prefix) >= _text.MIN_PREFIX for prefix in shown), out
+    assert {"alpha", "run_dace_cpu_opt"} <= set(out.split())  # names and backends whole
+    out = run_with(columns, "--cache-dir", root, "prune", "--max-size", "0", "-n")[1]
+    assert "…" not in out and all(r["key"][:12] in out for r in rows(store)), out
+    assert header(out)[:2] == ["KEY", "PROGRAM"] and "REASON" in out.splitlines()[0]
+    out = run_with(columns, "--cache-dir", root, "stats")[1]
+    assert "…" not in out and "run_dace_cpu_opt" in out, out
+
+
+def test_docs_and_help_name_the_ls_columns_in_the_order_ls_prints_them() -> None:
+    page = (pathlib.Path(__file__).parents[2] / "docs" / "cli.md").read_text()
+    tables = " ".join(page.partition("### Tables")[2].partition("\n#")[0].split())
+    help_text = " ".join(run("ls", "--help")[1].split())
+    optional = ALL_COLUMNS[3:]
+    for text in (tables, help_text):
+        listed = text.partition("KEY, PROGRAM and BACKEND")[2]
+        assert sorted(optional, key=listed.find) == list(optional), text

@@ -196,12 +196,15 @@ def plan_removal(scan: StoreScan, keys: Iterable[str], *, reason: str = "asked f
 
 def matches(entry: EntryInfo, program: str | None, backend: str | None) -> bool:
     """Whether ``entry`` passes the globs: ``program`` against its name or qualified name,
-    ``backend`` against its backend (``None``: anything)."""
+    ``backend`` against its backend's name or the name without ``run_`` (``gtfn_cpu``, as
+    ``warm`` and ``explain`` take it, matches ``run_gtfn_cpu``) (``None``: anything)."""
     if program and not any(
         fnmatch.fnmatchcase(name, program) for name in (entry.program, entry.qualified_program)
     ):
         return False
-    return not backend or fnmatch.fnmatchcase(entry.backend, backend)
+    return not backend or any(
+        fnmatch.fnmatchcase(name, backend) for name in (entry.backend, entry.backend.removeprefix("run_"))
+    )
 
 
 def _passes_filters(entry: EntryInfo, policy: PrunePolicy) -> bool:

@@ -22,7 +22,7 @@ from gtcache.store._layout import (
     is_key,
 )
 from gtcache.store._record import SCHEMA_VERSION, EntryRecord, FileRecord, now_iso
-from gtcache.store._open import open_store, resolve_store_path
+from gtcache.store._open import discard_new_store, first_missing, open_store, resolve_store_path
 from gtcache.store._store import Entry, EntryDraft, IndexState, RefusedFolder, Store
 from gtcache.store._trust import StoreModes, TrustPolicy, check_store
 
@@ -50,6 +50,8 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "atomic_write_text",
+    "discard_new_store",
+    "first_missing",
     "fsync_dir",
     "open_regular",
     "read_regular",

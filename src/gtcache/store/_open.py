@@ -6,12 +6,12 @@ import json
 import os
 import pathlib
 
-from gtcache.errors import GtcacheError, NotAStoreError, StoreVersionError, UntrustedStoreError
+from gtcache.errors import GtcacheError, NoStoreError, NotAStoreError, StoreVersionError, UntrustedStoreError
 from gtcache.store import _files, _layout
 from gtcache.store._store import Store
 from gtcache.store._trust import StoreModes, TrustPolicy, check_store
 
-__all__ = ["open_store", "resolve_store_path"]
+__all__ = ["discard_new_store", "open_store", "resolve_store_path"]
 
 
 def open_store(
@@ -43,7 +43,7 @@ def open_store(
     data = _read_layout(layout)
     if data is None:
         if not create or read_only:
-            raise GtcacheError(f"No gtcache store at '{path}'.")
+            raise NoStoreError(path)
         _create(path)
         data = _read_layout(layout)
     _check_layout(path, layout, data)
@@ -67,6 +67,42 @@ def resolve_store_path(path: str | os.PathLike[str]) -> pathlib.Path:
     """Where ``open_store`` uses a store (or an index folder) given as ``path``: ``~`` expanded,
     symlinks resolved (what ``ls``, ``dir`` and ``doctor`` print)."""
     return pathlib.Path(os.path.realpath(pathlib.Path(path).expanduser()))
+
+
+def discard_new_store(path: pathlib.Path, *, made: pathlib.Path | None) -> bool:
+    """Undo ``open_store(create=True)`` for a command that failed before it stored anything
+    (an ``import`` of a bad bundle into a new ``--cache-dir``): the store's own folders and
+    files go, never through a symlink, while ``entries/`` holds no entry folder; then the
+    folders from ``path`` up to ``made`` (the first one this command created; None: the
+    folder was there, empty, and stays), each only if empty. Returns whether it did."""
+    try:
+        with os.scandir(path / _layout.ENTRIES_DIR) as shards:
+            for shard in shards:
+                if not shard.is_dir(follow_symlinks=False) or any(os.scandir(shard.path)):
+                    return False
+        if _foreign(path):
+            return False
+        for name in os.listdir(path):
+            _files.remove_tree(path / name)
+        if made is not None:
+            for folder in (path, *path.parents):
+                folder.rmdir()
+                if folder == made:
+                    break
+    except OSError:
+        return False
+    return True
+
+
+def first_missing(path: pathlib.Path) -> pathlib.Path | None:
+    """The outermost of ``path`` and its parents that does not exist (what creating ``path``
+    with its parents makes first), or None when ``path`` exists."""
+    missing = None
+    for folder in (path, *path.parents):
+        if os.path.lexists(folder):
+            return missing
+        missing = folder
+    return missing
 
 
 #: What a store (or one being created by another process right now) may hold.
