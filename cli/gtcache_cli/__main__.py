@@ -1,3 +1,3 @@
-from gtcache_cli.main import main
+from gtcache_cli import run
 
-main()
+run()

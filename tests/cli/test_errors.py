@@ -77,3 +77,24 @@ def test_click_exit_codes_and_interrupts(capsys: pytest.CaptureFixture[str]) -> 
 def test_terminal_escapes_in_an_error_are_shown_escaped(capsys: pytest.CaptureFixture[str]) -> None:
     assert guarded(lambda: _raise(gtcache.EntryNotFoundError("x\x1b]0;pwned\x07"))) == 1
     assert one_error_line(capsys) == "Error: No entry matches 'x\\x1b]0;pwned\\x07'."
+
+
+def test_ctrl_c_while_the_command_loads_is_one_line_and_exit_130() -> None:
+    """A real SIGINT delivered while the console script imports the command (before any
+    handler of click's or ours runs): one ``Error:`` line and 130, no traceback."""
+    import subprocess
+    import sys
+
+    code = (
+        "import builtins, os, signal\n"
+        "real = builtins.__import__\n"
+        "def hook(name, *args, **kwargs):\n"
+        "    if name == 'gtcache_cli.main':\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return real(name, *args, **kwargs)\n"
+        "builtins.__import__ = hook\n"
+        "import gtcache_cli\n"
+        "gtcache_cli.run()\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code, "--version"], capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stderr, result.stdout) == (130, "Error: Interrupted.\n", "")
