@@ -174,3 +174,20 @@ def test_planning_finds_what_compiling_stored(compiled_store: Any, store_copy: p
                                       offset_provider=example.offset_provider(SIZE))
             assert (planned.status, planned.key) == (status, key), (example.name, planned)
     assert empty.scan().entries == ()
+
+
+def test_a_ledger_variant_that_does_not_resolve_here_fails_alone(tmp_path: pathlib.Path) -> None:
+    """``warm --from-ledger``: a run recorded a program of a module not importable here (another
+    checkout, a removed file); that variant fails, the others are planned. The same variant
+    named in a manifest or a module list is bad input (``SpecError``, exit 2)."""
+    run = {"variants": [{"spec": {"program": "no_such_module_here:prog", "backend": "roundtrip", "offsets": []}},
+                        {"spec": {"program": "gtcache.examples:axpy", "backend": "roundtrip", "offsets": []}}]}
+    specs = warm.from_ledger([run], grid=None)
+    assert [s.recorded for s in specs] == [True, True]
+    planned = warm.plan(specs, gtcache.open_store(tmp_path / "s"))
+    assert [(p.spec.program, p.status) for p in planned] == [
+        ("no_such_module_here:prog", "failed"), ("gtcache.examples:axpy", "missing")]
+    assert "Cannot import 'no_such_module_here'" in (planned[0].detail or "")
+    with pytest.raises(warm.SpecError, match="Cannot import 'no_such_module_here'"):
+        warm.plan([dataclasses.replace(specs[0], recorded=False), specs[1]], gtcache.open_store(tmp_path / "s"))
+    assert warm.unique([specs[0], dataclasses.replace(specs[0], recorded=False)]) == [specs[0]], "not identity"

@@ -98,7 +98,8 @@ class WarmReport:
 
 
 def plan(specs: Sequence[VariantSpec], store: Store, *, settings: Settings | None = None) -> list[PlannedVariant]:
-    """Resolve and check every variant, and look its key up. ``SpecError`` for bad input.
+    """Resolve and check every variant, and look its key up. ``SpecError`` for bad input (a
+    variant from the ledger that does not resolve here fails alone: ``VariantSpec.recorded``).
     ``settings``: as ``gtcache.gt4py.serving`` takes them (default: the environment's)."""
     from gtcache.gt4py import plan_variants, scalar_parameters
     from gtcache.gt4py.targets import TargetError, load_object, resolve_backend, resolve_grid
@@ -115,10 +116,16 @@ def plan(specs: Sequence[VariantSpec], store: Store, *, settings: Settings | Non
 
     planned = []
     for spec in specs:
-        program = get("program", spec.program, lambda n: load_object(n, what="program"))
-        backend = get("backend", spec.backend, resolve_backend)
-        grid = get("grid", spec.grid or "", resolve_grid)
-        _check_static_args(spec, scalar_parameters(program))
+        try:
+            program = get("program", spec.program, lambda n: load_object(n, what="program"))
+            backend = get("backend", spec.backend, resolve_backend)
+            grid = get("grid", spec.grid or "", resolve_grid)
+            _check_static_args(spec, scalar_parameters(program))
+        except SpecError as error:
+            if not spec.recorded:
+                raise
+            planned.append(PlannedVariant(spec, None, "failed", str(error)))
+            continue
         try:
             with toolchain.target_arch(spec.arch):  # keyed for the arch it is built for
                 outcomes = plan_variants(

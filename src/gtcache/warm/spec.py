@@ -44,6 +44,10 @@ class VariantSpec:
     #: None: the worker's environment decides (CPU variants, GPU ones without ``--arch``).
     device: str | None = None
     arch: str | None = None
+    #: Read from the ledger (``from_ledger``): a run recorded it, so a program, backend or grid
+    #: that cannot be found here (a module of another checkout) fails that variant alone,
+    #: where in a manifest or a module list it is bad input. Not part of a variant's identity.
+    recorded: bool = dataclasses.field(default=False, compare=False)
 
     @property
     def label(self) -> str:
@@ -219,7 +223,7 @@ def from_ledger(runs: Iterable[Mapping[str, Any]], *, grid: str | None) -> list[
                 # do not say: they get the grid).
                 uses_grid = spec.get("offsets") != []
                 chosen = (grid or spec.get("grid")) if uses_grid else None
-                specs.append(dataclasses.replace(VariantSpec.from_json(spec), grid=chosen))
+                specs.append(dataclasses.replace(VariantSpec.from_json(spec), grid=chosen, recorded=True))
     return specs
 
 
