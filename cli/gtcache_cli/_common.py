@@ -13,7 +13,7 @@ import click
 import gtcache
 from gtcache.policies import parse_duration, parse_size
 from gtcache.store import TrustPolicy
-from gtcache_cli import _complete
+from gtcache_cli import _complete, _text
 from gtcache_cli._text import MIN_PREFIX
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -105,14 +105,23 @@ def confirm(question: str, *, yes: bool) -> None:
 
 
 def resolve(store: gtcache.Store, query: str, scan: gtcache.StoreScan | None = None) -> tuple[gtcache.EntryInfo, ...]:
-    """``Store.resolve``, saying so when a query of hex digits is too short to be a key prefix."""
+    """``Store.resolve``, saying so when a query of hex digits is too short to be a key prefix,
+    or when broken entries whose program cannot be read might be the one asked for."""
+    scan = scan if scan is not None else store.scan()
     try:
         return store.resolve(query, scan)
     except gtcache.EntryNotFoundError:
         digits = query.strip()
-        if digits and len(digits) < MIN_PREFIX and all(c in "0123456789abcdef" for c in digits):
+        if digits and len(digits) < MIN_PREFIX and all(c in "0123456789abcdefABCDEF" for c in digits):
             raise gtcache.GtcacheError(
                 f"No entry matches '{digits}'; a key prefix needs at least {MIN_PREFIX} digits"
                 f" ('{digits}' has {len(digits)}): see 'gtcache ls'."
+            ) from None
+        unnamed = sum(1 for e in scan.entries if not e.ok and e.program == "?")
+        if unnamed:
+            which = "it is" if unnamed == 1 else "they are"
+            raise gtcache.GtcacheError(
+                f"No entry matches '{digits}'; {_text.plural(unnamed, 'broken entry', 'broken entries')}"
+                f" of the store cannot say which program {which} ('gtcache ls --broken' lists them)."
             ) from None
         raise

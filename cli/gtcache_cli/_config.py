@@ -97,7 +97,7 @@ def get_command(obj: Context, key: str, as_json: bool) -> None:
     _check([value])
 
 
-@config_group.command(name="set", epilog=EXIT_CODES_HELP)
+@config_group.command(name="set", epilog=EXIT_CODES_HELP, context_settings={"ignore_unknown_options": True})
 @key_argument
 @click.argument("value")
 @pass_context

@@ -88,11 +88,12 @@ class EntryNotFoundError(GtcacheError):
 class AmbiguousKeyError(GtcacheError):
     """A key prefix matches more than one entry."""
 
-    def __init__(self, query: str, matches: int) -> None:
+    def __init__(self, query: str, matches: int, some: list[str] | None = None) -> None:
         self.query = query
         self.matches = matches
+        shown = f" ({', '.join(some)}{', ...' if len(some) < matches else ''})" if some else ""
         super().__init__(
-            f"Key prefix '{query}' matches {matches} entries; give more characters."
+            f"Key prefix '{query}' matches {matches} entries{shown}; give more characters."
         )
 
 

@@ -171,6 +171,34 @@ def test_unknown_entry_is_exit_1_with_one_line(store: gtcache.Store) -> None:
     assert out.strip() == "Error: No entry matches 'nosuchprogram'."
 
 
+def test_key_prefixes_in_upper_case_and_ambiguous_ones_are_helped(tmp_path: pathlib.Path) -> None:
+    """A key copied in upper case is a key; an ambiguous prefix names some of what it matches;
+    a name that matches nothing while broken entries cannot say their program points at them."""
+    store = gtcache.open_store(tmp_path / "s")
+    key = publish(store, "alpha").key
+    code, out = run("--cache-dir", str(store.root), "info", key[:8].upper(), "--json")
+    assert code == 0 and json.loads(out)[0]["key"] == key
+    code, out = run("--cache-dir", str(store.root), "info", key.upper(), "--json")
+    assert code == 0 and json.loads(out)[0]["key"] == key
+
+    def entry(key: str, name: str) -> gtcache.EntryInfo:
+        return gtcache.EntryInfo.make(key=key, path=tmp_path, raw={"program": {"name": name}}, problem=None)
+
+    scan = gtcache.StoreScan(root=tmp_path, index="unused", entries=tuple(
+        entry(f"abcd{i:x}{'0' * 27}", f"p{i}") for i in range(6)))
+    with pytest.raises(gtcache.AmbiguousKeyError) as raised:
+        store.resolve("ABCD", scan)
+    assert str(raised.value) == (
+        "Key prefix 'ABCD' matches 6 entries (abcd00000000 p0, abcd10000000 p1, abcd20000000 p2,"
+        " abcd30000000 p3, ...); give more characters.")
+
+    broken = publish(store, "lost")
+    (broken.path / "entry.json").write_text("{ not json")
+    code, out = run("--cache-dir", str(store.root), "info", "lost")
+    assert (code, out.strip()) == (1, "Error: No entry matches 'lost'; 1 broken entry of the store cannot say"
+                                      " which program it is ('gtcache ls --broken' lists them).")
+
+
 def test_usage_error_is_exit_2(store: gtcache.Store) -> None:
     code, out = run("--cache-dir", str(store.root), "ls", "--sort", "colour")
     assert code == 2

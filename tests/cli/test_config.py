@@ -48,6 +48,8 @@ def test_set_get_list_unset(tmp_path: pathlib.Path) -> None:
     (("max-size", "20X"), "'20X' is not a size"),
     (("max-files", "1.5"), "is not a whole number"),
     (("max-files", "lots"), "is not a whole number"),
+    (("max-size", "-1"), "'-1' is not a size"),  # a value, not an unknown option
+    (("max-files", "-5"), "is not a whole number"),
     (("colour", "blue"), "'colour' is not a setting; the settings are max-size, max-files"),
 ])
 def test_a_bad_value_is_refused_when_set(tmp_path: pathlib.Path, args: tuple[str, ...], words: str) -> None:

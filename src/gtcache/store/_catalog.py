@@ -77,13 +77,14 @@ def check_index(store: Store, index: Index) -> IndexState:
 def resolve(scan: StoreScan, query: str) -> tuple[EntryInfo, ...]:
     """Entries matching a full key, a unique key prefix (>= 4 digits) or a program name."""
     query = query.strip()
-    by_key = [e for e in scan.entries if e.key == query]
+    digits = query.lower()  # keys are lower-case hex; a prefix copied in upper case is one too
+    by_key = [e for e in scan.entries if e.key == digits]
     if by_key:
         return tuple(by_key)
-    if len(query) >= 4 and all(c in "0123456789abcdef" for c in query):
-        prefixed = [e for e in scan.entries if e.key.startswith(query)]
+    if len(digits) >= 4 and all(c in "0123456789abcdef" for c in digits):
+        prefixed = [e for e in scan.entries if e.key.startswith(digits)]
         if len(prefixed) > 1:
-            raise AmbiguousKeyError(query, len(prefixed))
+            raise AmbiguousKeyError(query, len(prefixed), [f"{e.key[:12]} {e.program}" for e in prefixed[:4]])
         if prefixed:
             return tuple(prefixed)
     named = tuple(
