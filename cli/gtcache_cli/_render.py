@@ -208,7 +208,8 @@ def stats_text(
         ("    Compiled", f"{count(ledger.compiled)} / {cacheable} {_ratio(ledger.compiled, cacheable)}".rstrip()),
         ("    Failed", f"{count(ledger.failed)} / {cacheable} {_ratio(ledger.failed, cacheable)}".rstrip()),
         ("  Bypassed", f"{count(ledger.bypassed)} / {variants} {_ratio(ledger.bypassed, variants)}".rstrip()),
-        ("Compile time", f"{ledger.compile_seconds_saved:.1f}s saved, {ledger.compile_seconds:.1f}s spent compiling"),
+        ("Compile time", f"{_text.duration(ledger.compile_seconds_saved)} saved,"
+                         f" {_text.duration(ledger.compile_seconds)} spent compiling"),
     ]
     if ledger.unreadable:
         rows.append(("", f"({_text.plural(ledger.unreadable, 'ledger file')} could not be read)"))

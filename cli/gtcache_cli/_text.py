@@ -68,6 +68,21 @@ def plural(count: int, singular: str, plural_form: str | None = None) -> str:
     return f"{count} {word}"
 
 
+def duration(seconds: float) -> str:
+    """A span of compile time as people read it: ``21.7s``, ``7m 42s``, ``39h 18m``, ``3d 4h``."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    whole = round(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if whole < 3600:
+        return f"{minutes}m {secs:02d}s"
+    if whole < 86400:
+        return f"{hours}h {minutes:02d}m"
+    return f"{days}d {hours}h"
+
+
 def parse_time(iso: str) -> datetime.datetime | None:
     try:
         moment = datetime.datetime.fromisoformat(iso)

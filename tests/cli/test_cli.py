@@ -357,6 +357,13 @@ def test_sizes_and_durations_as_ccache_reads_them(store: gtcache.Store) -> None:
     assert plan["entries"] == 0
 
 
+def test_compile_times_read_as_people_read_them() -> None:
+    from gtcache_cli._text import duration
+
+    assert [duration(s) for s in (0, 21.74, 59.9, 60, 462.3, 3599.6, 3600, 141505.9, 86400, 277000)] == [
+        "0.0s", "21.7s", "59.9s", "1m 00s", "7m 42s", "1h 00m", "1h 00m", "1d 15h", "1d 0h", "3d 4h"]
+
+
 def test_stats_as_ccache_s(store: gtcache.Store) -> None:
     store.record_run({"counts": {"hit": 40, "compiled": 4, "bypassed": 2, "failed": 1},
                       "compile_seconds": 60.0, "compile_seconds_saved": 412.3})
@@ -369,7 +376,7 @@ def test_stats_as_ccache_s(store: gtcache.Store) -> None:
     assert lines["Hits"] == "45 / 50 (90.0 %)"
     assert lines["Compiled"] == " 4 / 50 (8.0 %)".strip()
     assert lines["Bypassed"] == "2 / 52 (3.8 %)"
-    assert lines["Compile time"] == "462.3s saved, 60.0s spent compiling"
+    assert lines["Compile time"] == "7m 42s saved, 1m 00s spent compiling"
     assert "the oldest of 2 recorded runs (never zeroed)" in lines["Since"] and "just now" in lines["Since"]
     assert "no cap" in lines["On disk"] and "no cap" in lines["Files"]
     _, size, files = store.usage()
