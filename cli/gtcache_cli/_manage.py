@@ -171,25 +171,35 @@ def _versions(value: str) -> frozenset[str]:
 
 
 @click.command(name="clear", epilog=EXIT_CODES_HELP)
+@dry_run_option
 @yes_option
+@json_option
 @pass_context
-def clear_command(obj: Context, yes: bool) -> None:
+def clear_command(obj: Context, dry_run: bool, yes: bool, as_json: bool) -> None:
     """Remove every entry, the index, direct links, and the broken entries verify --repair
     moved to quarantine/."""
+    if as_json and not (yes or dry_run):
+        raise click.UsageError("With --json, give --yes (or --dry-run): there is no prompt.")
     store = obj.store()
     entries = len(store.scan().entries)  # opens the index first: a bad --index-dir stops here, nothing removed
     _, size, _ = store.usage()
     quarantined, quarantine_size = store.quarantined()
     root = _text.escape(str(store.root))
-    if not entries and not quarantined:
-        click.echo(f"Nothing to clear: '{root}' is empty.")
-        return
+    data = {"cache_dir": str(store.root), "entries": entries, "quarantined": quarantined,
+            "size": size + quarantine_size, "dry_run": dry_run}
     what = _text.plural(entries, "entry", "entries")
     if quarantined:
         what += f" and {_text.plural(quarantined, 'quarantined entry', 'quarantined entries')}"
+    if not entries and not quarantined:
+        emit({**data, "freed": 0}, as_json, lambda: click.echo(f"Nothing to clear: '{root}' is empty."))
+        return
+    if dry_run:
+        emit({**data, "freed": 0}, as_json, lambda: click.echo(
+            f"Would remove {what} ({gtcache.format_size(size + quarantine_size)}) from '{root}'."))
+        return
     confirm(f"Remove {what} ({gtcache.format_size(size + quarantine_size)}) from '{root}'?", yes=yes)
     freed = store.clear()
-    click.echo(f"Removed {what}, freed {gtcache.format_size(freed)}.")
+    emit({**data, "freed": freed}, as_json, lambda: click.echo(f"Removed {what}, freed {gtcache.format_size(freed)}."))
 
 
 @click.command(name="verify", epilog=EXIT_CODES_HELP)

@@ -229,8 +229,15 @@ def test_clear_asks_and_yes_skips(store: gtcache.Store) -> None:
     code, out = run("--cache-dir", str(store.root), "clear", input="n\n")
     assert code == 1 and "Aborted" in out
     assert len(store.scan().entries) == 3
-    code, out = run("--cache-dir", str(store.root), "clear", "--yes")
-    assert code == 0 and "Removed 3 entries" in out
+    before = tree_state(store.root, skip="index")
+    code, out = run("--cache-dir", str(store.root), "clear", "--dry-run")
+    assert code == 0 and out.startswith("Would remove 3 entries (") and tree_state(store.root, skip="index") == before
+    code, out = run("--cache-dir", str(store.root), "clear", "--dry-run", "--json")
+    assert code == 0 and json.loads(out)["entries"] == 3 and json.loads(out)["dry_run"] is True
+    assert run("--cache-dir", str(store.root), "clear", "--json")[0] == 2, "--json has no prompt: --yes"
+    assert tree_state(store.root, skip="index") == before
+    code, out = run("--cache-dir", str(store.root), "clear", "--yes", "--json")
+    assert code == 0 and json.loads(out)["entries"] == 3 and json.loads(out)["freed"] > 0
     code, out = run("--cache-dir", str(store.root), "clear", "--yes")
     assert code == 0 and "Nothing to clear" in out
 
