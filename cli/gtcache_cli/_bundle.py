@@ -22,7 +22,7 @@ from gtcache.policies import matches
 from gtcache_cli._text import escape, plural
 
 
-@click.command(name="export", epilog=EXIT_CODES_HELP)
+@click.command(name="export", short_help="Write entries to one checked, optionally signed bundle.", epilog=EXIT_CODES_HELP)
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True, path_type=str))
 @click.option("--force", is_flag=True, help="Replace FILE if it exists.")
 @filter_options
@@ -62,7 +62,7 @@ def export_command(
         click.echo(f"Left out {left_out} ('gtcache verify' names them).", err=to_stderr)
 
 
-@click.command(name="import", epilog=EXIT_CODES_HELP)
+@click.command(name="import", short_help="Check a bundle and add its entries to the store.", epilog=EXIT_CODES_HELP)
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=str))
 @click.option("--force", is_flag=True, help="Import entries built for another gt4py, Python or machine too.")
 @click.option("--require-signature", is_flag=True,

@@ -57,7 +57,7 @@ def _check(values: list[ConfigValue]) -> None:
         raise gtcache.GtcacheError(" ".join(sentences))
 
 
-@click.group(name="config", epilog=EXIT_CODES_HELP)
+@click.group(name="config", short_help="Get, set, unset or list the store's caps (gtcache.toml).", epilog=EXIT_CODES_HELP)
 def config_group() -> None:
     """The store's settings (<store>/gtcache.toml): max-size and max-files, the caps enforced
     after publishes. GTCACHE_MAX_SIZE / GTCACHE_MAX_FILES override them."""

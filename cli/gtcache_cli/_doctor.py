@@ -10,7 +10,7 @@ from gtcache_cli._common import EXIT_CODES_HELP, Context, json_option, pass_cont
 from gtcache_cli._text import escape, plural
 
 
-@click.command(name="doctor", epilog=EXIT_CODES_HELP)
+@click.command(name="doctor", short_help="Say whether runs in this interpreter are served from the store.", epilog=EXIT_CODES_HELP)
 @json_option
 @pass_context
 def doctor_command(obj: Context, as_json: bool) -> None:

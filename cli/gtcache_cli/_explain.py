@@ -8,7 +8,7 @@ from gtcache_cli import _render
 from gtcache_cli._common import EXIT_CODES_HELP, Context, emit, json_option, pass_context
 
 
-@click.command(name="explain", epilog=EXIT_CODES_HELP)
+@click.command(name="explain", short_help="Why would a program compile? What differs from the store.", epilog=EXIT_CODES_HELP)
 @click.argument("target")
 @click.option("--backend", "backend_name", default="gtfn_cpu", show_default=True,
               help="gtfn_cpu, gtfn_gpu, dace_cpu, dace_gpu, roundtrip or package.module:name.")

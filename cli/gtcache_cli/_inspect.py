@@ -123,7 +123,7 @@ def _ls_remote(
     emit([e.to_json() for e in entries], as_json, lambda: _render.remote_table(entries, name=remote.name))
 
 
-@click.command(name="info", epilog=EXIT_CODES_HELP)
+@click.command(name="info", short_help="Show entries' full records (by key, prefix or program).", epilog=EXIT_CODES_HELP)
 @click.argument("query", shell_complete=_complete.entry_queries)
 @json_option
 @pass_context
@@ -133,7 +133,7 @@ def info_command(obj: Context, query: str, as_json: bool) -> None:
     emit([_render.info_json(e) for e in found], as_json, lambda: _render.info_text(found))
 
 
-@click.command(name="stats", epilog=EXIT_CODES_HELP)
+@click.command(name="stats", short_help="Hit rate, compile time saved, size against the caps.", epilog=EXIT_CODES_HELP)
 @click.option("--zero", is_flag=True, help="Forget the recorded runs (hits, misses, time saved).")
 @json_option
 @pass_context

@@ -63,7 +63,7 @@ def _run_plan(store: gtcache.Store, plan: policies.PrunePlan, *, dry_run: bool, 
         raise SystemExit(1)
 
 
-@click.command(name="rm", epilog=EXIT_CODES_HELP)
+@click.command(name="rm", short_help="Remove chosen entries (by key, prefix, program or glob).", epilog=EXIT_CODES_HELP)
 @click.argument("queries", nargs=-1, shell_complete=_complete.entry_queries)
 @filter_options
 @dry_run_option
@@ -91,7 +91,7 @@ def rm_command(
     _run_plan(store, policies.plan_removal(scan, chosen), dry_run=dry_run, yes=yes, as_json=as_json)
 
 
-@click.command(name="prune", epilog=EXIT_CODES_HELP)
+@click.command(name="prune", short_help="Remove entries by policy, or down to the store's caps.", epilog=EXIT_CODES_HELP)
 @click.option("--max-size", callback=size_value, metavar="SIZE",
               help="Remove entries until the store holds at most SIZE (20G = 20*10^9 bytes, 20Gi = 20*2^30, 1e9).")
 @click.option("--max-files", type=click.IntRange(min=0), help="Remove entries until the store holds at most N files (inode quotas).")
@@ -170,7 +170,7 @@ def _versions(value: str) -> frozenset[str]:
     return frozenset(versions)
 
 
-@click.command(name="clear", epilog=EXIT_CODES_HELP)
+@click.command(name="clear", short_help="Remove every entry, quarantine/ and the index.", epilog=EXIT_CODES_HELP)
 @dry_run_option
 @yes_option
 @json_option
@@ -202,7 +202,7 @@ def clear_command(obj: Context, dry_run: bool, yes: bool, as_json: bool) -> None
     emit({**data, "freed": freed}, as_json, lambda: click.echo(f"Removed {what}, freed {gtcache.format_size(freed)}."))
 
 
-@click.command(name="verify", epilog=EXIT_CODES_HELP)
+@click.command(name="verify", short_help="Check records, checksums, links and left-overs; --repair.", epilog=EXIT_CODES_HELP)
 @click.option("--repair", is_flag=True, help="Quarantine broken entries, remove left-overs and emptied refused"
               " shard folders (never a chmod), rebuild the index.")
 @json_option
@@ -219,7 +219,7 @@ def verify_command(obj: Context, repair: bool, as_json: bool) -> None:
         raise SystemExit(1)
 
 
-@click.command(name="reindex", epilog=EXIT_CODES_HELP)
+@click.command(name="reindex", short_help="Rebuild the index from the entry folders.", epilog=EXIT_CODES_HELP)
 @json_option
 @pass_context
 def reindex_command(obj: Context, as_json: bool) -> None:

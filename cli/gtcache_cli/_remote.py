@@ -37,7 +37,7 @@ def _remotes(obj: Context, urls: tuple[str, ...], *, writable: bool) -> list[Rem
     return remotes
 
 
-@click.command(name="push", epilog=EXIT_CODES_HELP)
+@click.command(name="push", short_help="Upload entries to the read-write remote tiers.", epilog=EXIT_CODES_HELP)
 @click.argument("queries", nargs=-1, shell_complete=_complete.entry_queries)
 @click.option("--remote", "urls", multiple=True, help=_REMOTE_HELP)
 @click.option("--force", is_flag=True, help="Upload entries the remote has already, too.")
@@ -95,7 +95,7 @@ def render_pushed(results: list[dict[str, Any]]) -> None:
                    f" ({len(result['existing'])} there already).")
 
 
-@click.command(name="pull", epilog=EXIT_CODES_HELP)
+@click.command(name="pull", short_help="Copy entries from a remote tier into the store.", epilog=EXIT_CODES_HELP)
 @click.argument("keys", nargs=-1)
 @click.option("--remote", "urls", multiple=True, help=_REMOTE_HELP)
 @click.option("--force", is_flag=True, help="Pull entries built for another gt4py, Python or machine too.")

@@ -20,7 +20,7 @@ from gtcache_cli._common import (
 )
 
 
-@click.command(name="warm", epilog=EXIT_CODES_HELP)
+@click.command(name="warm", short_help="Compile program variants into the store ahead of runs.", epilog=EXIT_CODES_HELP)
 @click.argument("modules", nargs=-1)
 @click.option("--manifest", "manifests", multiple=True, type=click.Path(dir_okay=False, path_type=pathlib.Path),
               help="A TOML manifest of programs x backends x static args x grids (docs/warm.md).")
