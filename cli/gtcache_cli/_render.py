@@ -47,6 +47,12 @@ _ENTRY_COLUMNS = (
 )
 
 
+def _shown_size(entry: gtcache.EntryInfo) -> int:
+    """SIZE in ``ls``: a sound entry's payload as its record lists it; a broken one's folder as
+    measured (its record may be unreadable, or list files that are not as it says)."""
+    return entry.size if entry.ok else entry.disk_size
+
+
 def entries_table(
     entries: Sequence[gtcache.EntryInfo], *, root: pathlib.Path, all_keys: Sequence[str] = (), long: bool = False,
 ) -> None:
@@ -70,7 +76,7 @@ def entries_table(
         digits = _text.key_digits(keys, room=room)
         rows = [
             [Text(e.key[:digits]), Text(_text.escape(names[e.key])), Text(_text.escape(e.backend)),
-             Text(e.size_str), Text(f"{e.compile_seconds:.1f}s"), Text(str(e.hits)), Text(_when(e.last_used)),
+             Text(gtcache.format_size(_shown_size(e))), Text(f"{e.compile_seconds:.1f}s"), Text(str(e.hits)), Text(_when(e.last_used)),
              Text("ok") if e.ok else Text("broken", style="red")]
             for e in entries
         ]
@@ -81,7 +87,7 @@ def entries_table(
     for e in entries:
         if not e.ok:
             _console.print(f"broken {e.key[:digits]}: {_text.escape(e.problem or '')}", markup=False)
-    total = sum(e.size for e in entries)
+    total = sum(_shown_size(e) for e in entries)
     broken = sum(not e.ok for e in entries)
     note = f", {broken} broken" if broken else ""
     _console.print(f"{_text.plural(len(entries), 'entry', 'entries')}, {gtcache.format_size(total)}{note}"

@@ -40,7 +40,19 @@ def test_ls_json_lists_every_entry_with_status(store: gtcache.Store) -> None:
         ("tests.synthetic.beta", "run_dace_cpu", "ok"),
         ("tests.synthetic.gamma", "run_gtfn_cpu", "broken"),
     }
-    assert all(len(r["key"]) == 32 and r["size"] >= 0 for r in rows)
+    assert all(len(r["key"]) == 32 and r["size"] >= 0 and r["disk_size"] > r["size"] for r in rows), "record counted"
+
+
+def test_a_broken_entry_whose_record_is_unreadable_shows_what_it_takes(tmp_path: pathlib.Path) -> None:
+    """ls showed 0 B for it (its record lists no files): SIZE and the total show the folder as
+    measured; --json has both numbers."""
+    store = gtcache.open_store(tmp_path / "s")
+    lost = publish(store, "lost", payload=b"x" * 150_000)
+    (lost.path / "entry.json").write_text("{ not json")
+    [row] = json.loads(run("--cache-dir", str(store.root), "ls", "--json")[1])
+    assert row["status"] == "broken" and row["size"] == 0 and row["disk_size"] >= 150_000
+    code, out = run("--cache-dir", str(store.root), "ls", env={"COLUMNS": "200"})
+    assert code == 0 and "146.5 KiB" in out and "1 entry, 146.5 KiB, 1 broken" in out, out
 
 
 def test_ls_table_shows_the_same_entries(store: gtcache.Store) -> None:

@@ -136,6 +136,7 @@ class EntryInfo:
             "backend": self.backend,
             "gt4py": self.gt4py,
             "size": self.size,
+            "disk_size": self.disk_size,
             "created": self.created,
             "last_used": self.last_used,
             "hits": self.hits,
