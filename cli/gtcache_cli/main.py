@@ -35,16 +35,29 @@ class _Group(click.Group):
         return code
 
 
+class _EnvOption(click.Option):
+    """An option whose bad value, when it came from its environment variable, is named by
+    the variable (``Invalid value for GTCACHE_DIR (--cache-dir)``): the user typed no option."""
+
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        hint = super().get_error_hint(ctx)
+        if ctx is not None and ctx.get_parameter_source(self.name or "") is click.core.ParameterSource.ENVIRONMENT:
+            return f"{self.envvar} ({hint.strip(chr(39))})"
+        return hint
+
+
 @click.group(cls=_Group, epilog=EXIT_CODES_HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(gtcache.__version__, prog_name="gtcache")
 @click.option(
     "--cache-dir",
+    cls=_EnvOption,
     envvar="GTCACHE_DIR",
     type=click.Path(file_okay=False, readable=False, path_type=str),  # unreadable: exit 1, from the store
     help="The store [env: GTCACHE_DIR; default: the user cache dir].",
 )
 @click.option(
     "--index-dir",
+    cls=_EnvOption,
     envvar="GTCACHE_INDEX_DIR",
     type=click.Path(file_okay=False, readable=False, path_type=str),  # unreadable: exit 1, from the store
     help="Where the index lives, e.g. node-local disk [env: GTCACHE_INDEX_DIR; default: inside the store].",

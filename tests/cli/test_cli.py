@@ -142,6 +142,16 @@ def test_commands_that_add_entries_create_the_store(tmp_path: pathlib.Path) -> N
     assert len(gtcache.open_store(tmp_path / "new", create=False).scan().entries) == 1
 
 
+def test_a_bad_store_path_from_the_environment_names_the_variable(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "afile").write_text("")
+    code, out = run("ls", env={"GTCACHE_DIR": str(tmp_path / "afile")})
+    assert code == 2 and f"Error: Invalid value for GTCACHE_DIR (--cache-dir): Directory '{tmp_path / 'afile'}' is a file." in out
+    code, out = run("--cache-dir", str(tmp_path / "afile"), "ls", env={"GTCACHE_DIR": str(tmp_path)})
+    assert code == 2 and "Error: Invalid value for '--cache-dir': Directory" in out, "typed: the option"
+    code, out = run("ls", env={"GTCACHE_DIR": str(tmp_path), "GTCACHE_INDEX_DIR": str(tmp_path / "afile")})
+    assert code == 2 and "Invalid value for GTCACHE_INDEX_DIR (--index-dir)" in out
+
+
 def test_env_var_chooses_the_store(store: gtcache.Store) -> None:
     code, out = run("ls", "--json", env={"GTCACHE_DIR": str(store.root)})
     assert code == 0 and len(json.loads(out)) == 3
