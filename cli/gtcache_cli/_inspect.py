@@ -43,8 +43,11 @@ def dir_command(obj: Context, as_json: bool) -> None:
 
 
 _SORT_KEYS: dict[str, Callable[[gtcache.EntryInfo], Any]] = {
-    "program": lambda e: (e.qualified_program, e.backend, e.key),
-    "size": lambda e: e.size,
+    # By the name the table shows (no module), then the module: 'axpy' before 'diffuse_vn'
+    # whatever package each lives in.
+    "program": lambda e: (e.program, e.qualified_program, e.backend, e.key),
+    "size": lambda e: e.size if e.ok else e.disk_size,  # as SIZE shows it
+    "compile": lambda e: e.compile_seconds,
     "created": lambda e: e.created,
     "last-used": lambda e: e.last_used,
     "hits": lambda e: e.hits,
@@ -56,14 +59,16 @@ _SORT_KEYS: dict[str, Callable[[gtcache.EntryInfo], Any]] = {
 @click.option("--broken", is_flag=True, help="Only broken entries.")
 @click.option("--sort", type=click.Choice(list(_SORT_KEYS)), default="program", show_default=True,
               help="Order of the rows; every key but 'program' sorts descending.")
+@click.option("--reverse", "-r", is_flag=True, help="The other way round.")
+@click.option("--quiet", "-q", is_flag=True, help="Only the full keys, one a line (for scripts: | xargs gtcache rm).")
 @click.option("--long", "-l", "long", is_flag=True, help="Program names with their module (as --json has them).")
 @click.option("--remote", "remote_url", metavar="URL",
               help="List what this remote holds instead (Redis, WebDAV; not plain HTTP); see docs/remote.md.")
 @json_option
 @pass_context
 def ls_command(
-    obj: Context, program_glob: str | None, backend_glob: str | None, broken: bool, sort: str, long: bool,
-    remote_url: str | None, as_json: bool,
+    obj: Context, program_glob: str | None, backend_glob: str | None, broken: bool, sort: str, reverse: bool,
+    quiet: bool, long: bool, remote_url: str | None, as_json: bool,
 ) -> None:
     """List the entries of the store (broken ones included, marked).
 
@@ -75,8 +80,11 @@ def ls_command(
     With --remote URL: the entries a remote holds (KEY, PROGRAM, BACKEND, SIZE, CREATED,
     PUSHED, as far as it knows); a remote whose protocol cannot list is an error.
     """
+    if quiet and as_json:
+        raise click.UsageError("--quiet prints keys only; --json prints everything: give one.")
     if remote_url is not None:
-        _ls_remote(obj, remote_url, program_glob, backend_glob, broken=broken, sort=sort, as_json=as_json)
+        _ls_remote(obj, remote_url, program_glob, backend_glob, broken=broken, sort=sort, reverse=reverse,
+                   quiet=quiet, as_json=as_json)
         return
     scan = obj.store(inspect=True).scan()
     entries = [
@@ -84,14 +92,17 @@ def ls_command(
         for e in scan.entries
         if matches(e, program_glob, backend_glob) and (not broken or not e.ok)
     ]
-    entries.sort(key=_SORT_KEYS[sort], reverse=sort != "program")
+    entries.sort(key=_SORT_KEYS[sort], reverse=(sort != "program") != reverse)
+    if quiet:
+        click.echo("".join(f"{e.key}\n" for e in entries), nl=False)
+        return
     emit([e.to_json() for e in entries], as_json, lambda: _render.entries_table(
         entries, root=scan.root, all_keys=[e.key for e in scan.entries], long=long))
 
 
 def _ls_remote(
     obj: Context, url: str, program_glob: str | None, backend_glob: str | None, *, broken: bool, sort: str,
-    as_json: bool,
+    reverse: bool, quiet: bool, as_json: bool,
 ) -> None:
     import fnmatch
 
@@ -114,12 +125,16 @@ def _ls_remote(
     entries = [e for e in listed
                if (program_glob is None or fnmatch.fnmatchcase(e.program or "", program_glob)
                    or fnmatch.fnmatchcase((e.program or "").rpartition(".")[2], program_glob))
-               and (backend_glob is None or fnmatch.fnmatchcase(e.backend or "", backend_glob))]
+               and (backend_glob is None or any(fnmatch.fnmatchcase(name, backend_glob)
+                                                for name in (e.backend or "", (e.backend or "").removeprefix("run_"))))]
     order: dict[str, Callable[[Any], Any]] = {
         "program": lambda e: (e.program or "", e.backend or "", e.key),
         "size": lambda e: e.size or 0, "created": lambda e: e.created or "",
     }
-    entries.sort(key=order[sort], reverse=sort != "program")
+    entries.sort(key=order[sort], reverse=(sort != "program") != reverse)
+    if quiet:
+        click.echo("".join(f"{e.key}\n" for e in entries), nl=False)
+        return
     emit([e.to_json() for e in entries], as_json, lambda: _render.remote_table(entries, name=remote.name))
 
 

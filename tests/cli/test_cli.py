@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import gtcache
 from gtcache_cli.main import cli
-from tests.helpers import here, publish, tree_state
+from tests.helpers import draft, here, publish, tree_state
 
 
 def run(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> tuple[int, str]:
@@ -68,6 +68,27 @@ def test_ls_filters(store: gtcache.Store) -> None:
     assert keys("--backend", "*dace*") == ["tests.synthetic.beta"]
     assert keys("--program", "al*") == ["tests.synthetic.alpha"]
     assert keys("--broken") == ["tests.synthetic.gamma"]
+
+
+def test_ls_quiet_reverse_and_the_order_of_names_shown(tmp_path: pathlib.Path) -> None:
+    """-q: full keys only (for xargs); -r reverses any order; --sort compile; by program means
+    by the name shown, module second ('axpy' of package z before 'diffuse' of package a)."""
+    from gtcache._frozen import replace
+
+    store = gtcache.open_store(tmp_path / "s")
+    for name, module, seconds in (("diffuse", "a.model", 3.0), ("axpy", "z.model", 1.0), ("edge", "m.model", 2.0)):
+        store.publish(replace(draft(name), program={"name": name, "module": module},
+                                          compile_seconds=seconds), {"program.py": b"x"})
+    listed = lambda *a: [r["program"] for r in json.loads(run("--cache-dir", str(store.root), "ls", "--json", *a)[1])]
+    assert listed() == ["z.model.axpy", "a.model.diffuse", "m.model.edge"]
+    assert listed("-r") == ["m.model.edge", "a.model.diffuse", "z.model.axpy"]
+    assert listed("--sort", "compile") == ["a.model.diffuse", "m.model.edge", "z.model.axpy"]
+    assert listed("--sort", "compile", "--reverse") == ["z.model.axpy", "m.model.edge", "a.model.diffuse"]
+    code, out = run("--cache-dir", str(store.root), "ls", "-q", "--program", "[ae][xd]*")
+    keys = {e.program: e.key for e in store.scan().entries}
+    assert (code, out) == (0, f"{keys['axpy']}\n{keys['edge']}\n")
+    assert run("--cache-dir", str(store.root), "ls", "-q", "--program", "none")[1] == ""
+    assert run("--cache-dir", str(store.root), "ls", "-q", "--json")[0] == 2
 
 
 def test_empty_store_is_not_an_error(tmp_path: pathlib.Path) -> None:
