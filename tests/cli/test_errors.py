@@ -87,6 +87,7 @@ def test_ctrl_c_while_the_command_loads_is_one_line_and_exit_130() -> None:
 
     code = (
         "import builtins, os, signal\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"  # as in a terminal (pytest in the background ignores it)
         "real = builtins.__import__\n"
         "def hook(name, *args, **kwargs):\n"
         "    if name == 'gtcache_cli.main':\n"
