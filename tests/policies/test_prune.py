@@ -81,6 +81,20 @@ def test_filters_limit_what_may_go(make_entry) -> None:
     assert removed(make_entry, PrunePolicy(older_than=DAY, backend="*dace*")) == ["stencil_b"]
 
 
+def test_caps_remove_only_what_the_filters_let_go(make_entry) -> None:
+    """``prune --program 'stencil_*' --max-size 0``: a cap that cannot be met removes every
+    stencil and nothing else, and the plan says what stays (the others count against it)."""
+    make_entry("stencil_a", size=1000, used_days=1)
+    make_entry("stencil_b", size=1000, used_days=2)
+    keep = make_entry("keep_me", size=1000, used_days=30)  # least recently used of all
+    store = make_entry.store
+    plan = plan_prune(store.scan(), PrunePolicy(max_size=0, program="stencil_*"), now=NOW)
+    assert sorted(r.entry.program for r in plan.removals) == ["stencil_a", "stencil_b"]
+    assert plan.remaining_entries == 1 and plan.remaining_size == store.disk_size(keep.key) > 0
+    plan = plan_prune(store.scan(), PrunePolicy(max_size=0, backend="run_dace*"), now=NOW)
+    assert plan.removals == ()
+
+
 def test_criteria_and_caps_combine(make_entry) -> None:
     make_entry("ancient", size=1000, created_days=100)
     make_entry("a", size=1000, used_days=5)
