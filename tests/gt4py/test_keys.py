@@ -757,6 +757,26 @@ def test_cpu_features_read_every_core_elsewhere(tmp_path: pathlib.Path) -> None:
     assert toolchain.cpuinfo_lines(s390x, hybrid=False) == ["esan3 zarch stfle msa ldisp eimm dfp"]
 
 
+def test_dace_keys_name_the_cpu_they_were_built_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """dace builds with -march=native: its keys hold the CPU's features, so a store shared by
+    nodes of two CPU models never serves one's code to the other (SIGILL); gtfn's keys do not,
+    unless its build flags ask for native code (a mutation audit: dropping the ingredient
+    passed the suite)."""
+    from gt4py.next.otf.arguments import CompileTimeArgs
+
+    from gtcache import examples, toolchain
+    from gtcache.gt4py import ingredients
+
+    def shared(name: str) -> dict[str, Any]:
+        return ingredients._shared_ingredients(examples.backend_by_name(name), CompileTimeArgs.empty())
+
+    assert shared("dace_cpu")["cpu_features"] == toolchain.cpu_features()
+    gtfn = shared("gtfn_cpu")
+    assert ("cpu_features" in gtfn) == ("-march=native" in str(gtfn.get("toolchain.build_env")))
+    monkeypatch.setattr(toolchain, "cpu_features", lambda: "another CPU model")
+    assert shared("dace_cpu")["cpu_features"] == "another CPU model"
+
+
 def test_the_cpu_features_digest_stays_what_stored_keys_have() -> None:
     """The digest of the lines read is the one stored dace entries were keyed with (the
     value computed for these lines since cpu_features was made: a change would miss every
