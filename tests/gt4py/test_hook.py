@@ -160,6 +160,28 @@ def test_self_check_recomputes_the_build_key(tmp_path: pathlib.Path) -> None:
     assert "self_check_failed" not in report["counts"]
 
 
+def test_self_check_refuses_a_direct_link_to_another_programs_entry(tmp_path: pathlib.Path) -> None:
+    """A direct link pointing at a sound entry of another program (a bug in how direct keys
+    are made, or a hand-edited store): served as it is without the self-check, which the
+    self-check exists to catch: it warns, counts a failure and serves the build key's entry,
+    the right result (a mutation audit: a self-check that always passed passed the suite)."""
+    store = tmp_path / "store"
+    p1, p2 = write_project(tmp_path / "p1"), write_project(tmp_path / "p2", factor="3.0")
+    run_project(p1, store)
+    [link] = [f for f in (store / "direct").rglob("*") if f.is_file()]
+    run_project(p2, store)
+    other = [f for f in (store / "direct").rglob("*") if f.is_file() and f != link]
+    assert len(other) == 1
+    link.write_text(other[0].read_text())  # p1's direct key now names p2's build
+
+    poisoned = run_project(p1, store)
+    assert statuses(poisoned) == [("hit", "direct")] and poisoned["out"] == expected(3.0, 1.0), "the setup poisons"
+    link.write_text(other[0].read_text())  # as it was before that run (a hit does not rewrite it)
+    report = run_project(p1, store, GTCACHE_SELF_CHECK="1")
+    assert report["counts"]["self_check_failed"] == 1 and "self_check_ok" not in report["counts"]
+    assert statuses(report) == [("hit", "build")] and report["out"] == expected(2.0, 1.0)
+
+
 def test_stale_direct_link_falls_back_to_the_build_key(tmp_path: pathlib.Path) -> None:
     store = tmp_path / "store"
     project = write_project(tmp_path / "p")
