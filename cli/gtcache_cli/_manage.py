@@ -171,34 +171,41 @@ def _versions(value: str) -> frozenset[str]:
 
 
 @click.command(name="clear", short_help="Remove every entry, quarantine/ and the index.", epilog=EXIT_CODES_HELP)
+@click.option("--quarantine", "quarantine_only", is_flag=True,
+              help="Only the broken entries verify --repair moved to quarantine/; every entry stays.")
 @dry_run_option
 @yes_option
 @json_option
 @pass_context
-def clear_command(obj: Context, dry_run: bool, yes: bool, as_json: bool) -> None:
+def clear_command(obj: Context, quarantine_only: bool, dry_run: bool, yes: bool, as_json: bool) -> None:
     """Remove every entry, the index, direct links, and the broken entries verify --repair
-    moved to quarantine/."""
+    moved to quarantine/ (with --quarantine: only those)."""
     if as_json and not (yes or dry_run):
         raise click.UsageError("With --json, give --yes (or --dry-run): there is no prompt.")
     store = obj.store()
-    entries = len(store.scan().entries)  # opens the index first: a bad --index-dir stops here, nothing removed
-    _, size, _ = store.usage()
+    if quarantine_only:
+        entries = size = 0
+    else:
+        entries = len(store.scan().entries)  # opens the index first: a bad --index-dir stops here, nothing removed
+        _, size, _ = store.usage()
     quarantined, quarantine_size = store.quarantined()
     root = _text.escape(str(store.root))
     data = {"cache_dir": str(store.root), "entries": entries, "quarantined": quarantined,
             "size": size + quarantine_size, "dry_run": dry_run}
-    what = _text.plural(entries, "entry", "entries")
+    parts = [] if quarantine_only else [_text.plural(entries, "entry", "entries")]
     if quarantined:
-        what += f" and {_text.plural(quarantined, 'quarantined entry', 'quarantined entries')}"
+        parts.append(_text.plural(quarantined, "quarantined entry", "quarantined entries"))
+    what = " and ".join(parts)
     if not entries and not quarantined:
-        emit({**data, "freed": 0}, as_json, lambda: click.echo(f"Nothing to clear: '{root}' is empty."))
+        empty = f"quarantine/ of '{root}' is empty" if quarantine_only else f"'{root}' is empty"
+        emit({**data, "freed": 0}, as_json, lambda: click.echo(f"Nothing to clear: {empty}."))
         return
     if dry_run:
         emit({**data, "freed": 0}, as_json, lambda: click.echo(
             f"Would remove {what} ({gtcache.format_size(size + quarantine_size)}) from '{root}'."))
         return
     confirm(f"Remove {what} ({gtcache.format_size(size + quarantine_size)}) from '{root}'?", yes=yes)
-    freed = store.clear()
+    freed = store.clear_quarantine() if quarantine_only else store.clear()
     emit({**data, "freed": freed}, as_json, lambda: click.echo(f"Removed {what}, freed {gtcache.format_size(freed)}."))
 
 

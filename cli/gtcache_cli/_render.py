@@ -285,12 +285,13 @@ def removal_outcome(outcome: PruneOutcome) -> None:
 
 
 def quarantine_note(quarantine: tuple[int, int]) -> None:
-    """Say what ``quarantine/`` holds (no listing shows it, no cap counts it): 'gtcache clear' empties it."""
+    """Say what ``quarantine/`` holds (no listing shows it, no cap counts it): 'gtcache clear
+    --quarantine' empties it."""
     count, size = quarantine
     if count:
         _console.print(f"Note: quarantine/ holds {_text.plural(count, 'broken entry', 'broken entries')}"
-                       f" ({gtcache.format_size(size)}) that 'verify --repair' moved aside; 'gtcache clear'"
-                       " removes them.", markup=False)
+                       f" ({gtcache.format_size(size)}) that 'verify --repair' moved aside; 'gtcache clear"
+                       " --quarantine' removes them.", markup=False)
 
 
 def verify_text(report: VerifyReport) -> None:

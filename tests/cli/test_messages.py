@@ -94,7 +94,7 @@ def test_clear_counts_and_empties_quarantine(store: gtcache.Store) -> None:
     assert len(list(quarantine.iterdir())) == 1
     assert store.quarantined()[0] == 1 and store.quarantined()[1] > 0
     code, out = run("--cache-dir", str(store.root), "prune", "--max-size", "0", "--yes")
-    assert "quarantine/ holds 1 broken entry" in out and "'gtcache clear' removes them" in out
+    assert "quarantine/ holds 1 broken entry" in out and "'gtcache clear --quarantine' removes them" in out
     assert store.scan().entries == () and len(list(quarantine.iterdir())) == 1
     _, quarantined = store.quarantined()
     code, out = run("--cache-dir", str(store.root), "clear", input="y\n")
@@ -102,6 +102,21 @@ def test_clear_counts_and_empties_quarantine(store: gtcache.Store) -> None:
     assert f"freed {gtcache.format_size(quarantined)}" in out
     assert not quarantine.exists() or not list(quarantine.iterdir())
     assert "Nothing to clear" in run("--cache-dir", str(store.root), "clear", "--yes")[1]
+
+
+def test_clear_quarantine_removes_only_what_verify_set_aside(store: gtcache.Store) -> None:
+    broken = publish(store, "broken", payload=b"z" * 4000)
+    (broken.path / "program.py").write_bytes(b"short")
+    assert run("--cache-dir", str(store.root), "verify", "--repair")[0] == 0
+    entries = {e.key for e in store.scan().entries}
+    assert entries and store.quarantined()[0] == 1
+    code, out = run("--cache-dir", str(store.root), "clear", "--quarantine", "--dry-run")
+    assert (code, out.split(" (")[0]) == (0, "Would remove 1 quarantined entry") and store.quarantined()[0] == 1
+    code, out = run("--cache-dir", str(store.root), "clear", "--quarantine", input="y\n")
+    assert code == 0 and "Remove 1 quarantined entry (" in out and "Removed 1 quarantined entry, freed" in out
+    assert store.quarantined() == (0, 0) and {e.key for e in store.scan().entries} == entries, "every entry stays"
+    code, out = run("--cache-dir", str(store.root), "clear", "--quarantine", "--yes")
+    assert code == 0 and "Nothing to clear: quarantine/ of" in out
 
 
 def test_ls_whose_filters_match_nothing_says_what_the_store_holds(store: gtcache.Store, tmp_path: pathlib.Path) -> None:

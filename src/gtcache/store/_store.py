@@ -520,6 +520,13 @@ class Store:
             _files.remove_tree(self.root / leftover)
         return freed
 
+    def clear_quarantine(self) -> int:
+        """Remove what ``quarantine/`` holds (never through a symlink); return the bytes freed."""
+        self._require_writable()
+        size = self.quarantined()[1]
+        _files.remove_tree(self.root / _layout.QUARANTINE_DIR)
+        return size
+
     def quarantined(self) -> tuple[int, int]:
         """(items, bytes) in ``quarantine/``: broken entries ``verify --repair`` moved aside,
         which no listing shows and only ``clear`` removes. Nothing is followed through a symlink."""
