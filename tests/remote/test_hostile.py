@@ -267,6 +267,31 @@ def test_a_signed_object_replayed_under_another_key_is_refused_unpublished(
     assert list((target.root / "tmp").iterdir()) == []
 
 
+def test_a_signed_direct_link_replayed_under_another_direct_key_is_refused(
+        redis_server: str, tmp_path: pathlib.Path) -> None:
+    """A direct link serves a program without lowering it: its signature covers the direct key
+    as well as the build key, so a link signed for A (A -> X), copied to B's place with its
+    "direct" field rewritten to B (a consistent object, a signature made with the key), names
+    no build for B: else B's program would be served X's build, a silently wrong result."""
+    import redis
+
+    from gtcache.remote import direct_object
+
+    signing = b"k" * 32
+    remote = Remote(parse_remote(f"{redis_server}?mode=read-write"), key=signing)
+    a, b, build = "ab" * 16, "cd" * 16, "ef" * 16
+    remote.push_direct(a, build)
+    assert remote.build_key_of(a) == build
+    client = redis.Redis.from_url(redis_server)
+    link = json.loads(client.get("gtcache/" + direct_object(a)))
+    assert link["direct"] == a and link["build"] == build and link["signature"]
+    client.set("gtcache/" + direct_object(b), json.dumps({**link, "direct": b}, sort_keys=True).encode())
+    with pytest.raises(RemoteError, match="has a wrong or no signature"):
+        remote.build_key_of(b)
+    assert remote.broken is None  # a refused object is not a broken remote
+    assert remote.build_key_of(a) == build, "the link signed for A still serves A"
+
+
 BAD_URLS = ["redis://cache:99999/0", "redis://cache:port/0", "http://[::1/base", "http://[not-v6]/base",
             "https://alice:pw-secret@cache:70000/base"]
 

@@ -339,6 +339,32 @@ def test_member_larger_than_listed_is_refused_at_its_header(signed: pathlib.Path
     figures.add("security", "member header claiming 8 GiB (manifest: a few KiB): refused at its header", "yes")
 
 
+def test_a_manifest_claiming_more_than_the_total_limit_is_refused_before_staging(
+        signed: pathlib.Path, target: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """Each member within its own limit, but all of them past ``MAX_TOTAL_SIZE``: the manifest
+    alone refuses the bundle, naming the limit, before a member is streamed into ``tmp/``. The
+    true members come first in the archive, so a refusal after staging them would say something
+    else (a member missing); only the manifest's claims are big, nothing of that size is written."""
+    from gtcache.bundle import MAX_MEMBER_SIZE, MAX_TOTAL_SIZE
+    from gtcache.store._scan import format_size
+
+    body = payload(read_members(signed))
+    document = json.loads(manifest_for(body))
+    folder = body[0][0].name.rsplit("/", 1)[0]  # one of the bundle's entries gets the extra files
+    document["members"] += [
+        {"path": f"{folder}/part-{number:03d}.bin", "size": MAX_MEMBER_SIZE, "sha256": "0" * 64}
+        for number in range(MAX_TOTAL_SIZE // MAX_MEMBER_SIZE)
+    ]
+    assert sum(member["size"] for member in document["members"]) > MAX_TOTAL_SIZE
+    bundle = build(tmp_path / "claims.tar.gz", body, manifest=json.dumps(document, indent=1).encode())
+    before = files(target)
+    limit = re.escape(f"holds more than {format_size(MAX_TOTAL_SIZE)}, the limit")
+    with pytest.raises(BundleError, match=limit):
+        import_bundle(gtcache.open_store(target), bundle)
+    assert files(target) == before, "no entry imported, none changed"
+    assert not any((target / "tmp").iterdir()), "no staging left behind"
+
+
 def _import_peak_rss(tmp_path: pathlib.Path, size: int) -> int:
     """Peak resident memory of a ``gtcache import`` of a bundle with one ``size``-byte member."""
     zeros = tmp_path / f"zeros-{size}.bin"

@@ -210,6 +210,38 @@ def test_trust_is_declared_by_the_reader_never_by_the_store(tmp_path: pathlib.Pa
     gtcache.open_store(root, trust=TrustPolicy.from_env({"GTCACHE_TRUSTED_USERS": "*"})).close()
 
 
+@pytest.mark.parametrize("how", ["writable by everyone", "another user's"])
+def test_an_index_folder_apart_from_the_store_is_checked_as_the_store_is(tmp_path: pathlib.Path, how: str) -> None:
+    """An index given apart from the store (``index_dir``, ``GTCACHE_INDEX_DIR``: node-local
+    disk) is read and rewritten as the store's own is: one someone untrusted may write (mode
+    0777, not sticky) or owns could hold rows they made up. Opening refuses it, naming it, as
+    it refuses such a store (its parents alone passing is not enough); ``allow_untrusted``
+    (listings) opens the store read-only, saying why."""
+    from gtcache.settings import Settings
+
+    root, index = tmp_path / "store", tmp_path / "node-local" / "index"
+    gtcache.open_store(root).close()
+    index.mkdir(parents=True)
+    if how == "writable by everyone":
+        os.chmod(index, 0o777)
+        said = f"'{index}' is writable by everyone"
+    else:
+        os.chown(index, NOBODY, NOGROUP)
+        said = f"'{index}' belongs to user 'nobody'"
+    trust = TrustPolicy.from_env({})
+    gtcache.open_store(root, trust=trust).close()  # the store itself is sound: only its index is not
+    with pytest.raises(gtcache.UntrustedStoreError) as refused:
+        gtcache.open_store(root, index_dir=index, trust=trust)
+    assert said in str(refused.value), refused.value
+    settings = Settings.from_env(env={"GTCACHE_DIR": str(root), "GTCACHE_INDEX_DIR": str(index)})
+    assert settings.index_dir == index
+    with pytest.raises(gtcache.UntrustedStoreError) as refused:
+        gtcache.open_store(settings.cache_dir, index_dir=settings.index_dir, trust=trust)
+    assert said in str(refused.value), refused.value
+    listed = gtcache.open_store(root, index_dir=index, trust=trust, allow_untrusted=True)
+    assert listed.read_only and said in (listed.trust_problem or ""), listed.trust_problem
+
+
 # -- group-shared stores ---------------------------------------------------------------------------
 
 

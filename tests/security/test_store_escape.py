@@ -397,6 +397,32 @@ def test_a_direct_link_is_never_written_through_a_symlinked_shard(store: pathlib
     assert opened.build_key_of("6b" + "0" * 30) == key
 
 
+def test_remove_never_reaches_through_a_symlinked_shard(store: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """``Store.remove`` (what rm, prune and clear call) of a key whose shard folder
+    ``entries/<xx>`` is a symlink out of the store: the folder at ``<key>`` it leads to (a
+    canary holding ``<key>/data``) is neither moved into ``trash/`` nor deleted, with or
+    without ``failed``, and ``disk_size`` measures nothing through the link. Without the
+    shard check, the rename into ``trash/`` went through the link and the canary was gone."""
+    canary = tmp_path / "canary"
+    (canary / PLANTED_KEY).mkdir(parents=True)
+    (canary / PLANTED_KEY / "data").write_bytes(b"precious\n" * 100)
+    (store / "entries" / PLANTED_KEY[:2]).symlink_to(canary, target_is_directory=True)
+    before = snapshot(canary)
+    opened = gtcache.open_store(store)
+    failed: dict[str, str] = {}
+    calls = {
+        "remove": lambda: opened.remove([PLANTED_KEY]),
+        "remove, failed={}": lambda: opened.remove([PLANTED_KEY], failed=failed),
+        "disk_size": lambda: opened.disk_size(PLANTED_KEY),
+    }
+    for what, call in calls.items():
+        result = call()
+        assert snapshot(canary) == before, f"{what}: the canary's names and bytes are unchanged"
+        assert result == 0, f"{what}: no bytes freed or measured through the link"
+    assert failed == {}
+    assert len(opened.scan().entries) == 2, "the store's own entries are all still there"
+
+
 @pytest.mark.parametrize("folder", ["direct", "tmp"])
 def test_a_folder_made_a_symlink_after_the_store_was_opened_is_not_written_through(
         store: pathlib.Path, tmp_path: pathlib.Path, folder: str) -> None:

@@ -148,6 +148,23 @@ def test_broken_entry_is_replaced_by_next_publish(tmp_path: pathlib.Path) -> Non
     assert store.lookup(again.key) is not None
 
 
+def test_an_imported_record_is_published_only_with_the_files_it_names(tmp_path: pathlib.Path) -> None:
+    """``publish_record`` (an import) publishes another store's record as it is: the files
+    given must be the ones it names, byte for byte. A payload of the same size but other
+    bytes (sizes are all a lookup checks) is refused before anything is published, and its
+    staging folder does not outlive the refusal; the true files are published."""
+    source = gtcache.open_store(tmp_path / "source")
+    entry = publish(source, payload=b"print(1)\n")
+    target = gtcache.open_store(tmp_path / "target")
+    with pytest.raises(gtcache.CorruptEntryError, match="its files do not match its record"):
+        target.publish_record(entry.record, {"program.py": b"print(2)\n"})
+    assert target.lookup(entry.key) is None, "nothing was published"
+    assert not any((target.root / "tmp").iterdir()), "no staging folder left behind"
+    published = target.publish_record(entry.record, {"program.py": entry.file("program.py")})
+    assert published.published and published.record == entry.record
+    target.verify_payload(target.get(entry.key))
+
+
 # -- scan, broken entries ------------------------------------------------------------------
 
 
@@ -173,6 +190,24 @@ def test_scan_lists_sound_and_broken_entries(tmp_path: pathlib.Path) -> None:
     with pytest.raises(gtcache.CorruptEntryError, match="checksum"):
         store.verify_payload(store.get(flipped.key))
     assert store.lookup(good.key) is not None
+
+
+def test_an_entry_folder_copied_to_another_key_is_broken_there(tmp_path: pathlib.Path) -> None:
+    """An entry folder copied whole to another key's place (a stray ``cp -r`` or ``rsync``
+    into the store) has a sound record, files and checksums, but another program's: its
+    record names the key it was made for, so at the other key it is broken, never loaded
+    as that key's program (a silently wrong result), and a scan lists it broken."""
+    store = gtcache.open_store(tmp_path / "s")
+    a = publish(store, "a")
+    b = draft("b").key
+    assert b != a.key
+    shutil.copytree(a.path, store.entry_path(b))
+    with pytest.raises(gtcache.CorruptEntryError, match=f"its record names key '{a.key}'"):
+        store.lookup(b)
+    scan = store.scan()
+    assert {e.key: e.status for e in scan.entries} == {a.key: "ok", b: "broken"}
+    assert "its record names key" in next(e.problem for e in scan.entries if e.key == b)
+    assert store.lookup(a.key) is not None, "the original is still sound"
 
 
 def test_resolve_by_key_prefix_and_program(tmp_path: pathlib.Path) -> None:
@@ -471,3 +506,28 @@ def test_sweeping_facts_never_goes_through_a_symlinked_folder_or_sweeps_for_a_ba
     assert fresh.sweep_facts("c", 3600) == 0 and fresh.sweep_facts("", 3600) == 0
     assert sorted(os.listdir(real)) == sorted(path.name for path in victims)
     assert fresh.sweep_facts("c" * 32, 3600) == 2 and not os.listdir(real)
+
+
+@pytest.mark.parametrize("how", ["writable by everyone", "another user's"])
+def test_a_facts_file_someone_untrusted_may_have_written_reads_as_absent(tmp_path: pathlib.Path, how: str) -> None:
+    """``facts/<name>.json`` holds what an environment found once, which a run may act on:
+    one others may write (mode 0666) or another user owns reads as absent (recomputed), as
+    an entry record of theirs is refused, before a byte of it is read; the same file, sound,
+    reads back."""
+    from gtcache.store import TrustPolicy
+
+    store = gtcache.open_store(tmp_path / "s", trust=TrustPolicy.from_env({}))
+    name = "c" * 32
+    store.write_facts(name, {"answer": 42})
+    assert store.read_facts(name) == {"answer": 42}
+    path = store.root / "facts" / f"{name}.json"
+    if how == "writable by everyone":
+        os.chmod(path, 0o666)
+    else:
+        os.chown(path, 65534, 65534)  # nobody's
+    assert store.read_facts(name) is None
+    if how == "writable by everyone":
+        os.chmod(path, 0o644)
+    else:
+        os.chown(path, 0, 0)
+    assert store.read_facts(name) == {"answer": 42}, "sound again: read"
