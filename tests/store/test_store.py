@@ -192,6 +192,25 @@ def test_scan_lists_sound_and_broken_entries(tmp_path: pathlib.Path) -> None:
     assert store.lookup(good.key) is not None
 
 
+@pytest.mark.parametrize("field", ["artifact", "ingredients", "toolchain", "program"])
+def test_a_record_edited_without_its_checksum_is_broken(tmp_path: pathlib.Path, field: str) -> None:
+    """Every field of ``entry.json`` but the usage counters is covered by ``record_xxh3``: one
+    edited by hand (here: a value added) makes the entry broken, not loaded with what the edit
+    says; usage counters may change freely (a mutation audit: the comparison and the artifact's
+    part in it were only caught by the heavy damage tests)."""
+    store = gtcache.open_store(tmp_path / "s")
+    entry = publish(store, "a")
+    path = entry.path / "entry.json"
+    record = json.loads(path.read_text())
+    record["hits"], record["last_used"] = 99, "2030-01-01T00:00:00+00:00"
+    path.write_text(json.dumps(record))
+    assert store.lookup(entry.key) is not None, "usage counters are not covered"
+    record[field] = {**record[field], "edited": "by hand"}
+    path.write_text(json.dumps(record))
+    with pytest.raises(gtcache.CorruptEntryError, match="does not match its checksum"):
+        store.lookup(entry.key)
+
+
 def test_an_entry_folder_copied_to_another_key_is_broken_there(tmp_path: pathlib.Path) -> None:
     """An entry folder copied whole to another key's place (a stray ``cp -r`` or ``rsync``
     into the store) has a sound record, files and checksums, but another program's: its
