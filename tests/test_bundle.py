@@ -179,6 +179,12 @@ def test_cli_export_of_nothing_matching_writes_nothing(bundle: pathlib.Path, tmp
     result = CliRunner().invoke(cli, ["--cache-dir", str(tmp_path / "src"), "export", str(tmp_path / "b.tar.gz"),
                                       "--backend", "gtfn_cpu", "--json"])
     assert result.exit_code == 0 and json.loads(result.output)["entries"] == 2, "gtfn_cpu: run_gtfn_cpu"
+    broken = publish(gtcache.open_store(tmp_path / "src"), "bad")
+    (broken.path / "program.py").write_bytes(b"")
+    result = CliRunner().invoke(cli, ["--cache-dir", str(tmp_path / "src"), "export", str(bundle), "--force",
+                                      "--program", "bad"])
+    assert result.exit_code == 1 and "No sound entry matches '--program bad' (1 broken entry does;" in result.output
+    assert bundle.read_bytes() == before, "only broken entries match: nothing written"
 
 
 @pytest.mark.parametrize("place", ["absent", "empty folder"])

@@ -8,9 +8,10 @@ import sys
 
 import click
 
-from gtcache import bundle, toolchain
-from gtcache.errors import EntryNotFoundError
-from gtcache.store import discard_new_store, first_missing, format_size, resolve_store_path
+import gtcache
+from gtcache import bundle, policies, toolchain
+from gtcache.errors import EntryNotFoundError, GtcacheError
+from gtcache.store import format_size
 from gtcache_cli._common import (
     EXIT_CODES_HELP,
     Context,
@@ -18,7 +19,6 @@ from gtcache_cli._common import (
     json_option,
     pass_context,
 )
-from gtcache.policies import matches
 from gtcache_cli._text import escape, plural
 
 
@@ -39,9 +39,17 @@ def export_command(
     trust = obj.settings.bundle_trust()
     mtime = obj.settings.bundle_mtime()
     store = obj.store()
-    entries = [e for e in store.scan().entries if matches(e, program_glob, backend_glob)]
-    if not entries and (program_glob or backend_glob):  # a typo must not write (or --force replace) an empty bundle
-        raise EntryNotFoundError(" ".join(f"--{o} {g}" for o, g in (("program", program_glob), ("backend", backend_glob)) if g))
+    scan = store.scan()
+    chosen = policies.backend_glob(backend_glob, (e.backend for e in scan.entries))
+    entries = [e for e in scan.entries if policies.matches(e, program_glob, chosen)]
+    if (program_glob or backend_glob) and not any(e.ok for e in entries):
+        # A typo, or only broken entries (never exported): no empty bundle written or --force replaced.
+        asked = " ".join(f"--{o} {g}" for o, g in (("program", program_glob), ("backend", backend_glob)) if g)
+        if entries:
+            does = "does" if len(entries) == 1 else "do"
+            raise GtcacheError(f"No sound entry matches '{asked}' ({plural(len(entries), 'broken entry', 'broken entries')}"
+                               f" {does}; broken entries are never exported: 'gtcache verify' names them).")
+        raise EntryNotFoundError(asked)
     if file == "-":
         if sys.stdout.isatty():
             raise bundle.BundleError("Standard output is a terminal; redirect it to a file or a pipe.")
@@ -80,20 +88,17 @@ def import_command(obj: Context, file: str, force: bool, require_signature: bool
     facts = toolchain.current_facts()
     if file == "-" and sys.stdin.isatty():
         raise bundle.BundleError("Standard input is a terminal; pipe a bundle in.")
-    root = resolve_store_path(obj.settings.cache_dir)
-    made = first_missing(root)  # a store this import creates is removed again if it fails
-    new = made is not None or (root.is_dir() and not any(root.iterdir()))
-    try:
-        if file == "-":
-            report = bundle.read_bundle(sys.stdin.buffer, obj.store(create=True), key=trust.key,
-                                        require_signature=required, force=force, facts=facts, name="<stdin>")
-        else:
-            report = bundle.import_bundle(obj.store(create=True), pathlib.Path(file), key=trust.key,
-                                          require_signature=required, force=force, facts=facts)
-    except BaseException:
-        if new:
-            discard_new_store(root, made=made)
-        raise
+    # The store is opened, or made, only once the bundle's manifest and signature check out:
+    # a file that is no bundle, or is signed with another key, leaves a new --cache-dir unmade.
+    def store() -> gtcache.Store:
+        return obj.store(create=True)
+
+    if file == "-":
+        report = bundle.read_bundle(sys.stdin.buffer, store, key=trust.key, require_signature=required,
+                                    force=force, facts=facts, name="<stdin>")
+    else:
+        report = bundle.import_bundle(store, pathlib.Path(file), key=trust.key, require_signature=required,
+                                      force=force, facts=facts)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
         return

@@ -10,6 +10,7 @@ import click
 
 import gtcache
 from gtcache.policies import Limits, matches
+from gtcache.policies import backend_glob as backend_glob_among
 from gtcache.store import resolve_store_path
 from gtcache_cli import _complete, _render, _text
 from gtcache_cli._common import (
@@ -87,10 +88,11 @@ def ls_command(
                    quiet=quiet, as_json=as_json)
         return
     scan = obj.store(inspect=True).scan()
+    chosen = backend_glob_among(backend_glob, (e.backend for e in scan.entries))
     entries = [
         e
         for e in scan.entries
-        if matches(e, program_glob, backend_glob) and (not broken or not e.ok)
+        if matches(e, program_glob, chosen) and (not broken or not e.ok)
     ]
     entries.sort(key=_SORT_KEYS[sort], reverse=(sort != "program") != reverse)
     if quiet:
@@ -122,11 +124,11 @@ def _ls_remote(
     if listed is None:
         raise RemoteError(f"Remote '{remote.name}' cannot list what it holds: its protocol has no listing"
                           " (plain HTTP; Redis and WebDAV can); 'gtcache pull KEY' fetches by key.")
+    chosen = backend_glob_among(backend_glob, (e.backend or "" for e in listed))
     entries = [e for e in listed
                if (program_glob is None or fnmatch.fnmatchcase(e.program or "", program_glob)
                    or fnmatch.fnmatchcase((e.program or "").rpartition(".")[2], program_glob))
-               and (backend_glob is None or any(fnmatch.fnmatchcase(name, backend_glob)
-                                                for name in (e.backend or "", (e.backend or "").removeprefix("run_"))))]
+               and (chosen is None or fnmatch.fnmatchcase(e.backend or "", chosen))]
     order: dict[str, Callable[[Any], Any]] = {
         "program": lambda e: (e.program or "", e.backend or "", e.key),
         "size": lambda e: e.size or 0, "created": lambda e: e.created or "",
@@ -167,7 +169,7 @@ def stats_command(obj: Context, zero: bool, as_json: bool) -> None:
     since = zeroed or min((str(r.get("ended", "")) for r in runs if r.get("ended")), default=None)
     _, size, files = store.usage()
     try:
-        limits, problem = Limits.for_store(store.root), None
+        limits, problem = Limits.for_store(store.root, obj.settings, store.trust), None
     except gtcache.GtcacheError as error:
         limits, problem = Limits(), str(error)
     usage = _render.Usage(size=size, files=files, max_size=limits.max_size, max_files=limits.max_files,

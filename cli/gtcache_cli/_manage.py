@@ -87,7 +87,8 @@ def rm_command(
         chosen.update((e.key, e) for e in resolve(store, query, scan))
     if not queries:
         chosen = {e.key: e for e in scan.entries}
-    chosen = {k: e for k, e in chosen.items() if policies.matches(e, program_glob, backend_glob)}
+    backend = policies.backend_glob(backend_glob, (e.backend for e in scan.entries))
+    chosen = {k: e for k, e in chosen.items() if policies.matches(e, program_glob, backend)}
     _run_plan(store, policies.plan_removal(scan, chosen), dry_run=dry_run, yes=yes, as_json=as_json)
 
 
@@ -137,12 +138,13 @@ def prune_command(
              as_json, lambda: click.echo(said))
         return
     if not policy.selects_anything:
-        limits = policies.Limits.for_store(store.root, obj.settings)
+        limits = policies.Limits.for_store(store.root, obj.settings, store.trust)
         if not limits.active:
             raise _no_policy()
         policy = dataclasses.replace(policy, max_size=limits.max_size, max_files=limits.max_files)
     usage = store.usage()[1:] if policy.max_size is not None or policy.max_files is not None else None
     scan = store.scan()
+    policy = dataclasses.replace(policy, backend=policies.backend_glob(policy.backend, (e.backend for e in scan.entries)))
     if policy.keep_gt4py and scan.entries and not any(e.gt4py in policy.keep_gt4py for e in scan.entries):
         built = ", ".join(sorted({e.gt4py for e in scan.entries}))
         click.echo(f"Warning: no entry here was built by gt4py {', '.join(sorted(policy.keep_gt4py))}"

@@ -40,7 +40,7 @@ import shutil
 import tarfile
 import tempfile
 import zlib
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import IO, Any, BinaryIO, Protocol
 
 import xxhash
@@ -340,7 +340,7 @@ class _Header(tarfile.TarInfo):
 
 
 def read_bundle(
-    stream: IO[bytes], store: Store, *, key: bytes | None = None, require_signature: bool = False,
+    stream: IO[bytes], store: Store | Callable[[], Store], *, key: bytes | None = None, require_signature: bool = False,
     force: bool = False, facts: Mapping[str, Any] | None = None, name: str = "<stream>",
     expect: Collection[str] | None = None,
 ) -> ImportReport:
@@ -355,27 +355,50 @@ def read_bundle(
     gt4py, Python ABI or machine (``facts``) are skipped unless ``force``. Entries the
     store has are kept; a broken entry at a bundled key is replaced. ``name`` is what
     messages call the bundle. Raises ``BundleError`` before anything is published.
+
+    ``store`` may be a function that opens it (``open_store(create=True)``): it is called
+    only once the bundle's manifest and signature check out, so that a file that is no
+    bundle, or one signed with another key, creates no store.
     """
     if key is not None and not key:
         raise BundleError("The bundle key is empty; give a real key or none.")
     if require_signature and key is None:
         raise BundleError(f"Signed bundles are required, but {ENV_KEY} is not set to check signatures.")
-    if store.read_only:
-        raise BundleError(f"Store '{store.root}' is read-only; cannot import into it.")
-    try:  # (GtcacheError where nothing is written to the store: a symlinked tmp/, say)
-        staging = pathlib.Path(tempfile.mkdtemp(prefix="import-", dir=store.scratch_root()))
-    except OSError as error:
-        raise BundleError(f"Cannot stage the import in '{store.root / TMP_DIR}': {error.strerror or error}.") from None
+    target = _Target(store)
+    if not callable(store):
+        target.open()
     try:
-        listed = _receive(stream, staging, key, require_signature, name, expect)
-        checked = _check_entries(listed, staging, name)
-        return _publish_all(store, checked, staging, force, facts or {}, name)
+        listed = _receive(stream, target, key, require_signature, name, expect)
+        checked = _check_entries(listed, target.staging, name)
+        return _publish_all(target.store, checked, target.staging, force, facts or {}, name)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if target.opened:
+            shutil.rmtree(target.staging, ignore_errors=True)
+
+
+class _Target:
+    """The store an import goes to and its staging folder in ``tmp/``, made when first needed."""
+
+    def __init__(self, store: Store | Callable[[], Store]) -> None:
+        self._store = store
+        self.opened = False
+
+    def open(self) -> pathlib.Path:
+        if not self.opened:
+            self.store = self._store() if callable(self._store) else self._store
+            if self.store.read_only:
+                raise BundleError(f"Store '{self.store.root}' is read-only; cannot import into it.")
+            try:  # (GtcacheError where nothing is written to the store: a symlinked tmp/, say)
+                self.staging = pathlib.Path(tempfile.mkdtemp(prefix="import-", dir=self.store.scratch_root()))
+            except OSError as error:
+                raise BundleError(f"Cannot stage the import in '{self.store.root / TMP_DIR}':"
+                                  f" {error.strerror or error}.") from None
+            self.opened = True
+        return self.staging
 
 
 def import_bundle(
-    store: Store, path: pathlib.Path, *, key: bytes | None = None, require_signature: bool = False,
+    store: Store | Callable[[], Store], path: pathlib.Path, *, key: bytes | None = None, require_signature: bool = False,
     force: bool = False, facts: Mapping[str, Any] | None = None,
 ) -> ImportReport:
     """``read_bundle`` from the file ``path``."""
@@ -397,7 +420,7 @@ class _Listed:
 
 
 def _receive(
-    stream: IO[bytes], staging: pathlib.Path, key: bytes | None, require_signature: bool, name: str,
+    stream: IO[bytes], target: _Target, key: bytes | None, require_signature: bool, name: str,
     expect: Collection[str] | None = None,
 ) -> dict[str, dict[str, tuple[int, str]]]:
     """Read the whole archive into ``staging/<key>/<file>``; return key -> file -> (size, xxh3)."""
@@ -407,7 +430,7 @@ def _receive(
         except (tarfile.TarError, EOFError, zlib.error) as error:
             raise BundleError(f"Bundle '{name}' is not a gtcache bundle (not a tar.gz stream: {error}).") from None
         with tar:
-            return _receive_members(tar, staging, key, require_signature, name, expect)
+            return _receive_members(tar, target, key, require_signature, name, expect)
     except _HeaderRefused as error:
         raise BundleError(f"Bundle '{name}': {error}") from None
     except (tarfile.TarError, EOFError, zlib.error) as error:
@@ -417,7 +440,7 @@ def _receive(
 
 
 def _receive_members(
-    tar: tarfile.TarFile, staging: pathlib.Path, key: bytes | None, require_signature: bool, name: str,
+    tar: tarfile.TarFile, target: _Target, key: bytes | None, require_signature: bool, name: str,
     expect: Collection[str] | None = None,
 ) -> dict[str, dict[str, tuple[int, str]]]:
     first = tar.next()
@@ -445,6 +468,7 @@ def _receive_members(
             raise BundleError(f"Bundle '{name}' holds {shown}, not {', '.join(repr(k) for k in sorted(set(expect)))}"
                               " it is named after (an object replayed under another name?); nothing imported.")
 
+    staging = target.open()  # the header checks out: the store is opened (or made) only now
     seen: set[str] = set()
     received: dict[str, dict[str, tuple[int, str]]] = {}
     while member is not None:

@@ -132,6 +132,12 @@ def test_prune_of_no_store_has_nothing_to_remove(tmp_path: pathlib.Path) -> None
     assert not typo.exists()
     typo.mkdir()
     assert run("--cache-dir", str(typo), "prune", "--broken", "--yes")[0] == 0 and list(typo.iterdir()) == []
+    (typo / "thesis.tex").write_text("mine")  # a typo naming some other folder is not 'no store'
+    for command in (("prune", "--max-size", "0", "--yes"), ("ls",)):
+        code, out = run("--cache-dir", str(typo), *command)
+        assert (code, out.strip()) == (1, f"Error: '{typo}' is not a gtcache store and is not empty;"
+                                          " choose another '--cache-dir'."), command
+    assert [p.name for p in typo.iterdir()] == ["thesis.tex"]
 
 
 def test_prune_without_a_policy_brings_the_store_under_its_caps(store: gtcache.Store) -> None:

@@ -114,3 +114,36 @@ def test_config_needs_a_store_except_set(tmp_path: pathlib.Path) -> None:
         code, out = run(tmp_path / "typo", *command)
         assert code == 1 and errors(out) == [f"Error: No gtcache store at '{tmp_path / 'typo'}'."]
     assert not (tmp_path / "typo").exists()
+
+
+@pytest.mark.parametrize("how", ["writable by others", "a FIFO", "a symlink"])
+def test_caps_in_a_settings_file_someone_untrusted_may_have_written_remove_nothing(
+    tmp_path: pathlib.Path, how: str,
+) -> None:
+    """Its caps remove entries, so gtcache.toml is read as an entry file is: one others may
+    write (max_size = "0" would empty the store), a FIFO (which blocked prune for good) or a
+    symlink is not read: prune without a policy and the model runs' cap refuse it, verify names
+    it; the entries stay (a review: Limits.for_store read it with read_text, unchecked)."""
+    import os
+
+    from tests.helpers import publish
+
+    root = tmp_path / "store"
+    store = gtcache.open_store(root)
+    publish(store, "alpha")
+    config = root / "gtcache.toml"
+    if how == "writable by others":
+        config.write_text('[limits]\nmax_size = "0"\n')
+        config.chmod(0o666)
+    elif how == "a FIFO":
+        os.mkfifo(config)
+    else:
+        (tmp_path / "elsewhere.toml").write_text('[limits]\nmax_size = "0"\n')
+        config.symlink_to(tmp_path / "elsewhere.toml")
+    code, out = run(root, "prune", "--yes")
+    assert code == 1 and len(errors(out)) == 1 and "gtcache.toml" in errors(out)[0], out
+    with pytest.raises(gtcache.GtcacheError, match="gtcache.toml"):
+        Limits.for_store(root, None, store.trust)
+    code, out = run(root, "verify")
+    assert code == 1 and "config" in out and "gtcache.toml" in out, out
+    assert len(store.scan().entries) == 1

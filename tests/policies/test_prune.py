@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import sys
 
-from gtcache.policies import PrunePolicy, plan_prune, plan_removal
+from gtcache.policies import PrunePolicy, backend_glob, plan_prune, plan_removal
 from tests.helpers import draft
 from tests.policies.conftest import NOW
 
@@ -149,6 +149,76 @@ def test_an_entry_used_or_published_again_after_the_plan_is_left(make_entry) -> 
     assert len(store.scan().entries) == 2
 
 
+def test_an_entry_published_again_with_the_very_same_record_is_left(make_entry) -> None:
+    """An import (or pull) repairs a broken entry with the bundle's record, which carries the
+    same creation time, last use and hits as the broken one's: the new folder's entry.json
+    has another identity, so a prune planned on the broken one leaves it (a review: it was
+    removed, the repair lost)."""
+    bad = make_entry("bad")
+    store = make_entry.store
+    record, payload = bad.record, (bad.path / "program.py").read_bytes()
+    (bad.path / "program.py").write_bytes(b"")
+    plan = plan_prune(store.scan(), PrunePolicy(broken=True), now=NOW)
+    assert [r.entry.program for r in plan.removals] == ["bad"]
+    shutil.rmtree(bad.path)
+    store.publish_record(record, {"program.py": payload})  # the repair, as import makes it
+    outcome = plan.apply(store)
+    assert outcome.removed == () and outcome.left == (bad.key,)
+    assert store.lookup(bad.key) is not None
+
+
+def _swap_during_the_check(monkeypatch, swap) -> None:
+    """Run ``swap`` while ``remove`` looks at the folder it moved to trash/ (a writer racing it)."""
+    from gtcache.store import Store
+
+    judged = Store._as_judged
+
+    def racing(*args):
+        swap()
+        return judged(*args)
+
+    monkeypatch.setattr(Store, "_as_judged", staticmethod(racing))
+
+
+def test_an_entry_left_is_put_back_never_through_a_shard_swapped_for_a_symlink(
+    make_entry, monkeypatch, tmp_path: pathlib.Path,
+) -> None:
+    """The put-back goes through a descriptor of the shard folder taken before the move: a
+    shard swapped for a symlink meanwhile (by someone who may write the store) never gets the
+    folder outside the store."""
+    used = make_entry("used", created_days=30, used_days=20)
+    store = make_entry.store
+    plan = plan_prune(store.scan(), PrunePolicy(unused_for=14 * DAY), now=NOW)
+    store.touch(used.key)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shard = used.path.parent
+
+    def swap() -> None:
+        shard.rename(shard.with_name("aside"))
+        shard.symlink_to(outside)
+
+    _swap_during_the_check(monkeypatch, swap)
+    outcome = plan.apply(store)
+    assert outcome.left == (used.key,) and list(outside.iterdir()) == []
+    assert (shard.with_name("aside") / used.key / "entry.json").exists(), "back in its own shard folder"
+
+
+def test_an_entry_that_cannot_be_put_back_stays_in_trash_and_is_named(make_entry, monkeypatch) -> None:
+    """Its shard folder removed meanwhile: the entry is neither deleted nor reported left; it
+    stays in trash/ and the key is named as not removed."""
+    used = make_entry("used", created_days=30, used_days=20)
+    store = make_entry.store
+    plan = plan_prune(store.scan(), PrunePolicy(unused_for=14 * DAY), now=NOW)
+    store.touch(used.key)
+    _swap_during_the_check(monkeypatch, lambda: used.path.parent.rmdir())
+    outcome = plan.apply(store)
+    assert outcome.removed == () and outcome.left == () and list(outcome.failed) == [used.key]
+    assert "could not be put back" in outcome.failed[used.key]
+    [kept] = (store.root / "trash").iterdir()
+    assert (kept / "entry.json").exists()
+
+
 def test_rm_removes_what_was_asked_for_even_if_used_since(make_entry) -> None:
     entry = make_entry("a")
     store = make_entry.store
@@ -180,3 +250,14 @@ def test_prune_leaves_an_entry_hit_while_it_asked_for_confirmation(make_entry, t
     assert process.returncode == 0, text
     assert "Removed 1 entry" in text and "1 entry used or published again since the plan, left" in text, text
     assert [e.program for e in store.scan().entries] == ["hit"]
+
+
+def test_a_backend_glob_means_the_names_as_written_first() -> None:
+    """``--backend gtfn_cpu`` (as warm and explain take it) selects run_gtfn_cpu, unless a
+    backend is named exactly so: then the glob is kept to the names as written, never both."""
+    assert backend_glob("gtfn_cpu", ["run_gtfn_cpu", "run_dace_cpu"]) == "run_gtfn_cpu"
+    assert backend_glob("gtfn_cpu", ["run_gtfn_cpu", "gtfn_cpu"]) == "gtfn_cpu"
+    assert backend_glob("g*", ["run_gtfn_cpu", "run_dace_cpu"]) == "run_g*"
+    assert backend_glob("g*", ["run_gtfn_cpu", "gpu_mine"]) == "g*"
+    assert backend_glob("*dace*", ["run_dace_cpu"]) == "*dace*"
+    assert backend_glob("run_nothing", []) == "run_nothing" and backend_glob(None, ["x"]) is None

@@ -363,7 +363,7 @@ def _limits(hook: Hook, store: Store, settings: Settings) -> Limits | None:
     from gtcache.policies.limits import Limits
 
     try:
-        return Limits.for_store(store.root, settings)
+        return Limits.for_store(store.root, settings, store.trust)
     except GtcacheError as error:
         hook.warn_once(f"no size cap: {error}")
         return None

@@ -2,7 +2,16 @@
 
 from gtcache.policies._units import parse_duration, parse_size
 from gtcache.policies.limits import Limits, enforce_limits
-from gtcache.policies.prune import PruneOutcome, PrunePlan, PrunePolicy, Removal, matches, plan_prune, plan_removal
+from gtcache.policies.prune import (
+    PruneOutcome,
+    PrunePlan,
+    PrunePolicy,
+    Removal,
+    backend_glob,
+    matches,
+    plan_prune,
+    plan_removal,
+)
 from gtcache.policies.verify import Problem, ProblemKind, VerifyReport, verify
 
 __all__ = [
@@ -14,6 +23,7 @@ __all__ = [
     "PrunePolicy",
     "Removal",
     "VerifyReport",
+    "backend_glob",
     "enforce_limits",
     "matches",
     "parse_duration",

@@ -34,10 +34,11 @@ from typing import Any
 from gtcache.errors import GtcacheError
 from gtcache.settings import Settings, split_remotes
 from gtcache.policies._units import SIZE_HELP, parse_size
-from gtcache.store import CONFIG_FILE, Store, TrustPolicy, atomic_write_text, check_store, open_regular, read_regular
+from gtcache.store import CONFIG_FILE, Store, TrustPolicy, atomic_write_text, check_store, open_regular
 
 __all__ = [
-    "CONFIG_KEYS", "ENV_SOURCE", "FILE_SOURCE", "ConfigValue", "check_value", "config_file_problems", "read_config",
+    "CONFIG_KEYS", "ENV_SOURCE", "FILE_SOURCE", "ConfigValue", "check_value", "config_file_problems", "file_limits",
+    "read_config",
     "remote_urls", "set_config",
 ]
 
@@ -110,19 +111,38 @@ class ConfigValue:
         return dataclasses.asdict(self)
 
 
-def _read_file(root: pathlib.Path) -> dict[str, Any]:
-    """The parsed ``gtcache.toml`` (``{}`` when absent); ``GtcacheError`` when unreadable or not TOML."""
+def _read_file(root: pathlib.Path, trust: TrustPolicy | None = None) -> dict[str, Any]:
+    """The parsed ``gtcache.toml`` (``{}`` when absent), never through a symlink or from a FIFO;
+    ``GtcacheError`` when unreadable, not TOML, or (with ``trust``) possibly written by someone
+    untrusted: its caps remove entries, so it is read as an entry file would be."""
     path = root / CONFIG_FILE
     try:
-        text = read_regular(path).decode("utf-8")
+        fd, info = open_regular(path)
     except FileNotFoundError:
         return {}
+    except OSError as error:
+        raise GtcacheError(f"Cannot read '{path}': {error}.") from None
+    try:
+        if trust is not None and (problem := trust.problem(path, info)) is not None:
+            raise GtcacheError(f"'{path}' is not read: {problem}.")
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):  # the file that was checked
+            chunks.append(chunk)
+        text = b"".join(chunks).decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise GtcacheError(f"Cannot read '{path}': {error}.") from None
+    finally:
+        os.close(fd)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise GtcacheError(f"'{path}' is not TOML: {error}.") from None
+
+
+def file_limits(root: pathlib.Path, trust: TrustPolicy | None) -> Mapping[str, object]:
+    """The ``[limits]`` table of the store's ``gtcache.toml`` (``_read_file``)."""
+    table = _read_file(root, trust).get("limits", {})
+    return table if isinstance(table, Mapping) else {}
 
 
 def env_override(name: str, settings: Settings | None) -> str | None:
@@ -215,10 +235,10 @@ def remote_urls(settings: Settings, root: pathlib.Path | None = None) -> tuple[t
     return urls, (FILE_SOURCE if urls else "unset")
 
 
-def config_file_problems(root: pathlib.Path) -> list[str]:
+def config_file_problems(root: pathlib.Path, trust: TrustPolicy | None = None) -> list[str]:
     """What is wrong with ``gtcache.toml`` itself (not the environment): one sentence each."""
     try:
-        data = _read_file(root)
+        data = _read_file(root, trust)
     except GtcacheError as error:
         return [str(error)]
     problems = []

@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-import tomllib
-from collections.abc import Mapping
 
 from gtcache.errors import GtcacheError
-from gtcache.policies.config import check_value
+from gtcache.policies.config import check_value, file_limits
 from gtcache.policies.prune import PrunePlan, PrunePolicy, plan_prune
 from gtcache.settings import Settings
-from gtcache.store import CONFIG_FILE, Store
+from gtcache.store import Store, TrustPolicy
 
 __all__ = ["Limits", "enforce_limits"]
 
@@ -37,16 +35,14 @@ class Limits:
         return self.max_size is not None or self.max_files is not None
 
     @classmethod
-    def for_store(cls, root: pathlib.Path, settings: Settings | None = None) -> Limits:
+    def for_store(
+        cls, root: pathlib.Path, settings: Settings | None = None, trust: TrustPolicy | None = None,
+    ) -> Limits:
         """The store's ``gtcache.toml`` ``[limits]``, overridden by ``GTCACHE_MAX_SIZE``/``_FILES``
-        as ``settings`` hold them (None: the file alone). ``GtcacheError`` for a bad value."""
-        table: Mapping[str, object] = {}
-        config = root / CONFIG_FILE
-        if config.exists():
-            try:
-                table = tomllib.loads(config.read_text(encoding="utf-8")).get("limits", {})
-            except (OSError, tomllib.TOMLDecodeError) as error:
-                raise GtcacheError(f"Cannot read '{config}': {error}.") from None
+        as ``settings`` hold them (None: the file alone). ``GtcacheError`` for a bad value, or a
+        file that cannot be read or (with ``trust``: the store's) someone untrusted may have
+        written: its caps remove entries."""
+        table = file_limits(root, trust)
         size = (settings and settings.max_size) or table.get("max_size")
         files = (settings and settings.max_files) or table.get("max_files")
         try:

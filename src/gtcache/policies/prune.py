@@ -18,9 +18,11 @@ import gc
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from gtcache.store import EntryInfo, Store, StoreScan, format_size
+from gtcache.store import EntryInfo, Seen, Store, StoreScan, format_size
 
-__all__ = ["PruneOutcome", "PrunePlan", "PrunePolicy", "Removal", "matches", "plan_prune", "plan_removal"]
+__all__ = [
+    "PruneOutcome", "PrunePlan", "PrunePolicy", "Removal", "backend_glob", "matches", "plan_prune", "plan_removal",
+]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -106,10 +108,10 @@ class PrunePlan:
         removed = tuple(r.entry.key for r in self.removals if r.entry.key not in failed and r.entry.key not in left)
         return PruneOutcome(removed=removed, freed=freed, failed=failed, left=tuple(sorted(left)))
 
-    def _seen(self) -> dict[str, tuple[str, str, int]] | None:
+    def _seen(self) -> dict[str, Seen] | None:
         """What each removal was decided on (``prune``'s plans): an entry used or published
         since the plan is left. ``rm`` removes what was asked for, as it is found."""
-        return {r.entry.key: r.entry.stamp for r in self.removals} if self.recheck else None
+        return {r.entry.key: r.entry.as_seen for r in self.removals} if self.recheck else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,15 +198,22 @@ def plan_removal(scan: StoreScan, keys: Iterable[str], *, reason: str = "asked f
 
 def matches(entry: EntryInfo, program: str | None, backend: str | None) -> bool:
     """Whether ``entry`` passes the globs: ``program`` against its name or qualified name,
-    ``backend`` against its backend's name or the name without ``run_`` (``gtfn_cpu``, as
-    ``warm`` and ``explain`` take it, matches ``run_gtfn_cpu``) (``None``: anything)."""
+    ``backend`` against its backend (``None``: anything; see ``backend_glob``)."""
     if program and not any(
         fnmatch.fnmatchcase(name, program) for name in (entry.program, entry.qualified_program)
     ):
         return False
-    return not backend or any(
-        fnmatch.fnmatchcase(name, backend) for name in (entry.backend, entry.backend.removeprefix("run_"))
-    )
+    return not backend or fnmatch.fnmatchcase(entry.backend, backend)
+
+
+def backend_glob(glob: str | None, backends: Iterable[str]) -> str | None:
+    """What ``--backend GLOB`` selects among ``backends`` (the names entries record, such as
+    ``run_gtfn_cpu``): the glob as written when it matches one of them; otherwise the glob
+    with ``run_`` before it, so that ``gtfn_cpu``, as ``warm`` and ``explain`` take it, selects
+    ``run_gtfn_cpu``; never both (a backend named ``gtfn_cpu`` keeps the glob to itself)."""
+    if glob is None or glob.startswith("run_") or any(fnmatch.fnmatchcase(name, glob) for name in set(backends)):
+        return glob
+    return f"run_{glob}"
 
 
 def _passes_filters(entry: EntryInfo, policy: PrunePolicy) -> bool:

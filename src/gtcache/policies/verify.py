@@ -163,7 +163,8 @@ def _check(store: Store, grace: float) -> tuple[list[Problem], int, list[str]]:
                 sound.add(item.name)
     problems += _check_leftovers(store, now, grace, unsafe)
     # A setting that does not check out: caps would not be enforced (never repaired: say what to set).
-    problems += [Problem("config", store.root / CONFIG_FILE, detail) for detail in config_file_problems(store.root)]
+    problems += [Problem("config", store.root / CONFIG_FILE, detail)
+                 for detail in config_file_problems(store.root, store.trust)]
     problems += _check_links(store, sound, now, grace, unsafe, refused)
     index = "unavailable" if store.index_dir in unsafe else store.check_index()
     if index == "rebuilt":

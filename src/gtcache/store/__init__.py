@@ -22,18 +22,18 @@ from gtcache.store._layout import (
     is_key,
 )
 from gtcache.store._record import SCHEMA_VERSION, EntryRecord, FileRecord, now_iso
-from gtcache.store._open import discard_new_store, first_missing, open_store, resolve_store_path
+from gtcache.store._open import open_store, resolve_store_path
 from gtcache.store._store import Entry, EntryDraft, IndexState, RefusedFolder, Store
 from gtcache.store._trust import StoreModes, TrustPolicy, check_store
 
 if TYPE_CHECKING:
     from gtcache.store._ledger import LedgerTotals
     from gtcache.store._lock import StoreLock, flock_works
-    from gtcache.store._scan import EntryInfo, StoreScan, StoreStats, format_size
+    from gtcache.store._scan import EntryInfo, Seen, StoreScan, StoreStats, format_size
 
 #: Names imported from their module when first asked for (PEP 562).
 _LAZY = {
-    "EntryInfo": "_scan", "StoreScan": "_scan", "StoreStats": "_scan", "format_size": "_scan",
+    "EntryInfo": "_scan", "Seen": "_scan", "StoreScan": "_scan", "StoreStats": "_scan", "format_size": "_scan",
     "LedgerTotals": "_ledger", "StoreLock": "_lock", "flock_works": "_lock",
 }
 
@@ -50,8 +50,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "atomic_write_text",
-    "discard_new_store",
-    "first_missing",
     "fsync_dir",
     "open_regular",
     "read_regular",
@@ -75,6 +73,7 @@ __all__ = [
     "IndexState",
     "LedgerTotals",
     "RefusedFolder",
+    "Seen",
     "Store",
     "StoreScan",
     "StoreLock",

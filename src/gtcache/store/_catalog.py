@@ -151,5 +151,5 @@ def _info(store: Store, key: str, row: IndexRow) -> EntryInfo:
     return EntryInfo.make(
         key=key, path=pathlib.Path(path), raw=row.record, problem=problem,
         record_size=0 if row.identity is None else row.identity[1],
-        disk_size=store.disk_size(key) if problem is not None else -1,
+        disk_size=store.disk_size(key) if problem is not None else -1, identity=row.identity,
     )

@@ -11,7 +11,7 @@ from gtcache.store import _files, _layout
 from gtcache.store._store import Store
 from gtcache.store._trust import StoreModes, TrustPolicy, check_store
 
-__all__ = ["discard_new_store", "open_store", "resolve_store_path"]
+__all__ = ["open_store", "resolve_store_path"]
 
 
 def open_store(
@@ -43,6 +43,8 @@ def open_store(
     data = _read_layout(layout)
     if data is None:
         if not create or read_only:
+            if path.is_dir() and _foreign(path):  # a --cache-dir typo naming some other folder
+                raise NotAStoreError(path)
             raise NoStoreError(path)
         _create(path)
         data = _read_layout(layout)
@@ -67,42 +69,6 @@ def resolve_store_path(path: str | os.PathLike[str]) -> pathlib.Path:
     """Where ``open_store`` uses a store (or an index folder) given as ``path``: ``~`` expanded,
     symlinks resolved (what ``ls``, ``dir`` and ``doctor`` print)."""
     return pathlib.Path(os.path.realpath(pathlib.Path(path).expanduser()))
-
-
-def discard_new_store(path: pathlib.Path, *, made: pathlib.Path | None) -> bool:
-    """Undo ``open_store(create=True)`` for a command that failed before it stored anything
-    (an ``import`` of a bad bundle into a new ``--cache-dir``): the store's own folders and
-    files go, never through a symlink, while ``entries/`` holds no entry folder; then the
-    folders from ``path`` up to ``made`` (the first one this command created; None: the
-    folder was there, empty, and stays), each only if empty. Returns whether it did."""
-    try:
-        with os.scandir(path / _layout.ENTRIES_DIR) as shards:
-            for shard in shards:
-                if not shard.is_dir(follow_symlinks=False) or any(os.scandir(shard.path)):
-                    return False
-        if _foreign(path):
-            return False
-        for name in os.listdir(path):
-            _files.remove_tree(path / name)
-        if made is not None:
-            for folder in (path, *path.parents):
-                folder.rmdir()
-                if folder == made:
-                    break
-    except OSError:
-        return False
-    return True
-
-
-def first_missing(path: pathlib.Path) -> pathlib.Path | None:
-    """The outermost of ``path`` and its parents that does not exist (what creating ``path``
-    with its parents makes first), or None when ``path`` exists."""
-    missing = None
-    for folder in (path, *path.parents):
-        if os.path.lexists(folder):
-            return missing
-        missing = folder
-    return missing
 
 
 #: What a store (or one being created by another process right now) may hold.

@@ -7,7 +7,7 @@ import dataclasses
 import functools
 import pathlib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from gtcache.store._layout import ENTRY_FILE
 from gtcache.store._record import EntryRecord
@@ -50,6 +50,9 @@ class EntryInfo:
     #: Bytes on disk: its files, ``entry.json`` included (what the size caps count,
     #: ``Store.usage``, and what removing it frees); ``size`` where the scan did not say.
     disk_size: int = -1
+    #: ``entry.json``'s (inode, size, modification and change times) as the scan's stat found
+    #: them (None: no such file): a record rewritten or published anew since has another.
+    identity: tuple[int, int, int, int] | None = dataclasses.field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.disk_size < 0:
@@ -76,6 +79,11 @@ class EntryInfo:
         return (self.created, self.last_used, self.hits)
 
     @property
+    def as_seen(self) -> Seen:
+        """What a decision on this entry was made from (``Store.remove(seen=...)``)."""
+        return Seen(self.stamp, self.identity)
+
+    @property
     def status(self) -> str:
         return "ok" if self.problem is None else "broken"
 
@@ -93,6 +101,7 @@ class EntryInfo:
         problem: str | None,
         record_size: int = 0,
         disk_size: int = -1,
+        identity: tuple[int, int, int, int] | None = None,
     ) -> EntryInfo:
         """Build from a checked record (``problem`` None), or from what could be read of a broken one.
         ``record_size``: the bytes of its ``entry.json``; ``disk_size``: of the whole folder, when
@@ -126,6 +135,7 @@ class EntryInfo:
             problem=problem,
             raw=raw if isinstance(raw, Mapping) else None,
             disk_size=disk_size if disk_size >= 0 else size + record_size,
+            identity=identity,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -209,6 +219,15 @@ class StoreScan:
             by_backend={k: (n, s) for k, (n, s) in by_backend.items()},
             by_gt4py={k: (n, s) for k, (n, s) in by_gt4py.items()},
         )
+
+
+class Seen(NamedTuple):
+    """An entry as a scan saw it: its record's usage stamp and ``entry.json``'s identity. A
+    touch changes both (a new file renamed over the old); a republish, even of the very same
+    record (an import repairing a broken entry), changes the identity."""
+
+    stamp: tuple[str, str, int]
+    identity: tuple[int, int, int, int] | None
 
 
 def usage_stamp(data: Mapping[str, Any]) -> tuple[str, str, int]:

@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # what only listing and maintenance use is imported when they
     from gtcache.store._index import Index
     from gtcache.store._ledger import LedgerTotals
     from gtcache.store._lock import StoreLock
-    from gtcache.store._scan import EntryInfo, StoreScan
+    from gtcache.store._scan import EntryInfo, Seen, StoreScan
 
 __all__ = ["Entry", "EntryDraft", "RefusedFolder", "Store"]
 
@@ -467,7 +467,7 @@ class Store:
     def remove(
         self, keys: Iterable[str], *, failed: dict[str, str] | None = None,
         judged: Mapping[str, os.stat_result] | None = None,
-        seen: Mapping[str, tuple[str, str, int]] | None = None, left: set[str] | None = None,
+        seen: Mapping[str, Seen] | None = None, left: set[str] | None = None,
     ) -> int:
         """Remove entries (absent keys are skipped); return the bytes freed.
 
@@ -475,9 +475,11 @@ class Store:
         to it, key -> why, and the others still go; without it the first such error raises.
         ``judged``: by key, the ``lstat`` of the entry folder to remove; another folder found
         at the key (published since) is left.
-        ``seen``: by key, the ``usage_stamp`` a plan was made from; an entry used or published
-        since (its record, read once it is in ``trash/`` where no process updates it any more,
-        says otherwise) is put back and its key added to ``left``.
+        ``seen``: by key, what a plan was made from (``EntryInfo.as_seen``); an entry used or
+        published since (its record, read once it is in ``trash/`` where no process updates it
+        any more, has another usage stamp or another file identity) is put back and its key
+        added to ``left``. One that cannot be put back (its shard folder gone) stays in
+        ``trash/`` and fails like a removal that cannot be done.
         """
         self._require_writable()
         freed = 0
@@ -547,40 +549,52 @@ class Store:
         return _tree_size(self.entry_path(key)) if self._shard(key) is not None else 0
 
     def _move_to_trash(
-        self, path: pathlib.Path, *, judged: os.stat_result | None = None,
-        seen: tuple[str, str, int] | None = None,
+        self, path: pathlib.Path, *, judged: os.stat_result | None = None, seen: Seen | None = None,
     ) -> Literal["removed", "gone", "left"]:
         """Rename ``path`` (a folder, or a symlink itself) into ``trash/`` and delete it there.
 
         ``trash/`` is opened without following a symlink and the rename and the removal go
         through that descriptor: nothing is ever moved or deleted outside the store.
-        ``judged``: the ``lstat`` of what is to go; ``seen``: the ``usage_stamp`` of its
-        record. Anything else found at ``path`` (another folder, or the folder's record
-        changed) is put back (or deleted, if yet another took its place meanwhile): "left".
+        ``judged``: the ``lstat`` of what is to go; ``seen``: its record as a scan saw it.
+        Anything else found at ``path`` (another folder, or the folder's record changed) is
+        put back, through a descriptor of its shard folder taken before the move (never
+        through a symlink swapped in meanwhile): "left". If yet another folder took its
+        place meanwhile, that one stays and the one moved is deleted ("left" too); if it
+        cannot be put back otherwise, it stays in ``trash/`` and ``OSError`` is raised.
         """
         trash = self._fixed_dir(_layout.TRASH_DIR)
+        shard = None
         try:
+            if judged is not None or seen is not None:
+                try:
+                    shard = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+                except FileNotFoundError:
+                    return "gone"
             doomed = _files.unique_name(f"{path.name}-")
             try:
                 os.rename(path, doomed, dst_dir_fd=trash)
             except FileNotFoundError:
                 return "gone"
-            if not self._as_judged(trash, doomed, judged, seen):
-                with contextlib.suppress(OSError):
-                    os.rename(doomed, path, src_dir_fd=trash)
-                    return "left"
-                _files.remove_tree(doomed, dir_fd=trash)
+            if shard is not None and not self._as_judged(trash, doomed, judged, seen):
+                try:
+                    os.rename(doomed, path.name, src_dir_fd=trash, dst_dir_fd=shard)
+                except OSError as error:
+                    if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                        raise OSError(error.errno, f"{error.strerror}; it could not be put back and is in"
+                                                   f" '{self.root / _layout.TRASH_DIR / doomed}'", str(path)) from None
+                    _files.remove_tree(doomed, dir_fd=trash)  # another entry was published at the key: it stays
                 return "left"
             _files.remove_tree(doomed, dir_fd=trash)
         finally:
             os.close(trash)
+            if shard is not None:
+                os.close(shard)
         return "removed"
 
     @staticmethod
-    def _as_judged(
-        trash: int, name: str, judged: os.stat_result | None, seen: tuple[str, str, int] | None,
-    ) -> bool:
-        """Whether ``trash/<name>`` is the folder judged (same inode) with the record seen."""
+    def _as_judged(trash: int, name: str, judged: os.stat_result | None, seen: Seen | None) -> bool:
+        """Whether ``trash/<name>`` is the folder judged (same inode) with the record seen
+        (the same usage stamp, from an ``entry.json`` of the same identity)."""
         if judged is not None:
             moved = os.stat(name, dir_fd=trash, follow_symlinks=False)
             if (moved.st_dev, moved.st_ino) != (judged.st_dev, judged.st_ino):
@@ -590,13 +604,24 @@ class Store:
         from gtcache.store._scan import usage_stamp
 
         data: Any = {}
+        identity = None
         with contextlib.suppress(OSError, ValueError, RecursionError):  # unreadable: as a broken entry's
             folder = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=trash)
             try:
-                data = json.loads(_files.read_regular(_layout.ENTRY_FILE, dir_fd=folder))
+                fd, st = _files.open_regular(_layout.ENTRY_FILE, folder)
+                identity = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                chunks = []
+                try:
+                    while chunk := os.read(fd, st.st_size + 1):
+                        chunks.append(chunk)
+                finally:
+                    os.close(fd)
+                data = json.loads(b"".join(chunks))
             finally:
                 os.close(folder)
-        return usage_stamp(data if isinstance(data, dict) else {}) == seen
+        if seen.identity is not None and identity != seen.identity:
+            return False
+        return usage_stamp(data if isinstance(data, dict) else {}) == seen.stamp
 
     def _fixed_dir(self, name: str) -> int:
         """A descriptor of the store folder ``name``, created if absent, never through a symlink."""
