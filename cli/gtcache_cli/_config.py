@@ -69,7 +69,7 @@ def config_group() -> None:
 def list_command(obj: Context, as_json: bool) -> None:
     """Every setting, its value and where the value comes from. Exit 1 if one does not check out."""
     store = obj.store(inspect=True)
-    values = read_config(store.root, obj.settings)
+    values = read_config(store.root, obj.settings, store.trust)
     if as_json:
         click.echo(json.dumps({"cache_dir": str(store.root), "settings": [v.to_json() for v in values]}, indent=2))
     else:
@@ -89,7 +89,7 @@ def get_command(obj: Context, key: str, as_json: bool) -> None:
 
     Exit 1 if the value does not check out."""
     store = obj.store(inspect=True)
-    [value] = [v for v in read_config(store.root, obj.settings) if v.key == key]
+    [value] = [v for v in read_config(store.root, obj.settings, store.trust) if v.key == key]
     if as_json:
         click.echo(json.dumps(value.to_json(), indent=2))
     elif value.raw is not None and value.problem is None:

@@ -146,4 +146,8 @@ def test_caps_in_a_settings_file_someone_untrusted_may_have_written_remove_nothi
         Limits.for_store(root, None, store.trust)
     code, out = run(root, "verify")
     assert code == 1 and "config" in out and "gtcache.toml" in out, out
+    code, out = run(root, "config", "list")
+    assert code == 1 and "gtcache.toml" in errors(out)[0], "not shown as if in force"
+    env_caps = Settings.from_env(env={"GTCACHE_MAX_FILES": "7"})
+    assert Limits.for_store(root, env_caps, store.trust) == Limits(max_files=7), "the environment's cap still applies"
     assert len(store.scan().entries) == 1

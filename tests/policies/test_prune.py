@@ -9,6 +9,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from gtcache.policies import PrunePolicy, backend_glob, plan_prune, plan_removal
 from tests.helpers import draft
 from tests.policies.conftest import NOW
@@ -165,6 +167,28 @@ def test_an_entry_published_again_with_the_very_same_record_is_left(make_entry) 
     outcome = plan.apply(store)
     assert outcome.removed == () and outcome.left == (bad.key,)
     assert store.lookup(bad.key) is not None
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "folder", "missing"])
+def test_broken_entries_whose_record_is_no_file_are_removed(make_entry, tmp_path: pathlib.Path, kind: str) -> None:
+    """The re-check takes entry.json's identity as the scan does (a stat that follows a link):
+    an entry.json that is a symlink, a FIFO or a folder is not read, and such a broken entry
+    is removed, not left at every prune (a review of the re-check)."""
+    bad = make_entry("bad")
+    record = bad.path / "entry.json"
+    record.unlink()
+    if kind == "symlink":
+        (tmp_path / "elsewhere.json").write_text("{}")
+        record.symlink_to(tmp_path / "elsewhere.json")
+    elif kind == "fifo":
+        os.mkfifo(record)
+    elif kind == "folder":
+        record.mkdir()
+    store = make_entry.store
+    plan = plan_prune(store.scan(), PrunePolicy(broken=True), now=NOW)
+    assert [r.entry.key for r in plan.removals] == [bad.key]
+    outcome = plan.apply(store)
+    assert outcome.removed == (bad.key,) and outcome.left == () and store.scan().entries == ()
 
 
 def _swap_during_the_check(monkeypatch, swap) -> None:

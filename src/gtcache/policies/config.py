@@ -124,7 +124,7 @@ def _read_file(root: pathlib.Path, trust: TrustPolicy | None = None) -> dict[str
         raise GtcacheError(f"Cannot read '{path}': {error}.") from None
     try:
         if trust is not None and (problem := trust.problem(path, info)) is not None:
-            raise GtcacheError(f"'{path}' is not read: {problem}.")
+            raise GtcacheError(f"The store's settings are not read: {problem}.")
         chunks = []
         while chunk := os.read(fd, 1 << 16):  # the file that was checked
             chunks.append(chunk)
@@ -156,11 +156,14 @@ def _file_value(data: Mapping[str, Any], key: _Key) -> object:
     return table.get(key.field) if isinstance(table, Mapping) else None
 
 
-def read_config(root: pathlib.Path, settings: Settings | None = None) -> list[ConfigValue]:
+def read_config(
+    root: pathlib.Path, settings: Settings | None = None, trust: TrustPolicy | None = None,
+) -> list[ConfigValue]:
     """Every setting of the store at ``root`` with its source, the environment's overrides as
     ``settings`` hold them (None: the file alone); bad values carry their ``problem`` (this
-    never raises for a bad value, only for a file that is not TOML or cannot be read)."""
-    data = _read_file(root)
+    never raises for a bad value, only for a file that is not TOML, cannot be read, or, with
+    ``trust``, is not read because someone untrusted may have written it)."""
+    data = _read_file(root, trust)
     values = []
     for key in CONFIG_KEYS.values():
         in_file = _file_value(data, key)

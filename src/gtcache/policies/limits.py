@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
+from collections.abc import Mapping
 
 from gtcache.errors import GtcacheError
 from gtcache.policies.config import check_value, file_limits
@@ -42,7 +43,16 @@ class Limits:
         as ``settings`` hold them (None: the file alone). ``GtcacheError`` for a bad value, or a
         file that cannot be read or (with ``trust``: the store's) someone untrusted may have
         written: its caps remove entries."""
-        table = file_limits(root, trust)
+        from_env = settings is not None and (settings.max_size or settings.max_files)
+        if settings is not None and settings.max_size and settings.max_files:
+            table: Mapping[str, object] = {}  # the environment sets both: the file is not needed
+        else:
+            try:
+                table = file_limits(root, trust)
+            except GtcacheError:
+                if not from_env:
+                    raise
+                table = {}  # the caps the environment sets still apply (verify names the file)
         size = (settings and settings.max_size) or table.get("max_size")
         files = (settings and settings.max_files) or table.get("max_files")
         try:

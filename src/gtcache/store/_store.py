@@ -579,9 +579,11 @@ class Store:
                 try:
                     os.rename(doomed, path.name, src_dir_fd=trash, dst_dir_fd=shard)
                 except OSError as error:
+                    if not _exists_at(trash, doomed):  # gone from trash/ meanwhile (a verify --repair)
+                        return "gone"
                     if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-                        raise OSError(error.errno, f"{error.strerror}; it could not be put back and is in"
-                                                   f" '{self.root / _layout.TRASH_DIR / doomed}'", str(path)) from None
+                        raise OSError(error.errno, f"used since the plan, but could not be put back ({error.strerror});"
+                                                   f" kept as '{self.root / _layout.TRASH_DIR / doomed}'") from None
                     _files.remove_tree(doomed, dir_fd=trash)  # another entry was published at the key: it stays
                 return "left"
             _files.remove_tree(doomed, dir_fd=trash)
@@ -608,15 +610,11 @@ class Store:
         with contextlib.suppress(OSError, ValueError, RecursionError):  # unreadable: as a broken entry's
             folder = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=trash)
             try:
-                fd, st = _files.open_regular(_layout.ENTRY_FILE, folder)
+                # The identity as the scan takes it (a stat that follows a link: a broken entry's
+                # entry.json may be a symlink, a FIFO, a folder); the record only from a regular file.
+                st = os.stat(_layout.ENTRY_FILE, dir_fd=folder)
                 identity = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-                chunks = []
-                try:
-                    while chunk := os.read(fd, st.st_size + 1):
-                        chunks.append(chunk)
-                finally:
-                    os.close(fd)
-                data = json.loads(b"".join(chunks))
+                data = json.loads(_files.read_regular(_layout.ENTRY_FILE, dir_fd=folder))
             finally:
                 os.close(folder)
         if seen.identity is not None and identity != seen.identity:
@@ -1007,6 +1005,14 @@ def _read_fd(fd: int, size: int, limit: int | None = None) -> bytes:
         if limit is not None and total > limit:
             raise ValueError(f"more than {limit} bytes")
     return b"".join(chunks)
+
+
+def _exists_at(folder: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _tree_size(path: pathlib.Path) -> int:
