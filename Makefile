@@ -7,7 +7,7 @@ SHELL := /bin/bash
 VENV ?= .venv
 GT4PY_VERSION ?= 1.2.3
 # `make test` also runs the compatibility subset (the tests marked `compat`: everything that
-# goes through gt4py) against this gt4py (icon4py 0.4.1 pins it), in its own venv;
+# goes through gt4py) against this gt4py (icon4py 0.4.1 pins it), in its own venv, beside the suite;
 # `make test GT4PY_ALSO=` skips that, `make test-suite GT4PY_VERSION=1.2.1 VENV=.venv-gt4py-1.2.1`
 # runs the whole suite there.
 GT4PY_ALSO ?= 1.2.1
@@ -50,12 +50,28 @@ demo: venv
 	$(PY) -O -m gtcache.demo --cache-dir $(DEMO_STORE)
 	$(VENV)/bin/gtcache --cache-dir $(DEMO_STORE) ls
 
-test: lint test-suite
-	@for version in $(GT4PY_ALSO); do \
-		echo "=== the compatibility subset again, against gt4py $$version"; \
+# The compatibility subsets run beside the suite, each in the background with its output in
+# build/test-gt4py-<version>.log (printed when it ends): most of a test is waiting for a
+# compiler or a child process, so on 2 cores the two together take little more than the suite.
+test: lint
+	@for version in $(GT4PY_ALSO); do $(MAKE) --no-print-directory venv GT4PY_VERSION=$$version VENV=.venv-gt4py-$$version; done
+	@sh scripts/test-servers
+	@mkdir -p build; pids=""; \
+	trap 'kill $$pids 2>/dev/null || true' EXIT; \
+	for version in $(GT4PY_ALSO); do \
+		echo "=== the compatibility subset against gt4py $$version, beside the suite (build/test-gt4py-$$version.log)"; \
 		$(MAKE) --no-print-directory test-suite GT4PY_VERSION=$$version VENV=.venv-gt4py-$$version \
-			PYTEST_ARGS="-m compat $(PYTEST_ARGS)" || exit 1; \
-	done
+			PYTEST_ARGS="-m compat -p no:cacheprovider $(PYTEST_ARGS)" > build/test-gt4py-$$version.log 2>&1 & \
+		pids="$$pids $$!"; \
+	done; \
+	status=0; $(MAKE) --no-print-directory test-suite || status=1; \
+	set -- $$pids; \
+	for version in $(GT4PY_ALSO); do \
+		wait $$1 || status=1; shift; \
+		echo "=== the compatibility subset against gt4py $$version (build/test-gt4py-$$version.log):"; \
+		cat build/test-gt4py-$$version.log; \
+	done; \
+	pids=""; exit $$status
 
 test-fast: venv
 	@sh scripts/test-servers

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import pathlib
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from typing import Any
 
 CHILD_LOAD = """
@@ -47,6 +50,17 @@ def run_python(code: str, *args: str, env: dict[str, str] | None = None, timeout
     )
     assert proc.returncode == 0, f"child failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
+
+
+@contextlib.contextmanager
+def loop_devices() -> Iterator[None]:
+    """Held while a test loop-mounts images: ``make test`` runs the compatibility subset beside
+    the suite, and a test that mounts two images in turn needs the same loop device for both
+    (its files' identity holds the device number); another session's mount between them would
+    take it."""
+    with open("/tmp/gtcache-tests-loop-devices.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def run_in_mount_namespace(mount: str, code: str, *args: str, folder: pathlib.Path, timeout: float = 120) -> str:

@@ -19,7 +19,7 @@ import pytest
 
 from gtcache import toolchain
 from gtcache.gt4py import _facts
-from tests.helpers import expected, run_project, write_project
+from tests.helpers import expected, loop_devices, run_project, write_project
 
 pytestmark = pytest.mark.slow
 
@@ -52,13 +52,15 @@ def build_image(kind: str, source: pathlib.Path, image: pathlib.Path) -> None:
 
 @pytest.fixture
 def mount_point(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
-    """A folder to mount images at (one at a time), unmounted at the end."""
+    """A folder to mount images at (one at a time), unmounted at the end; no other test of
+    this machine loop-mounts meanwhile (each image gets the loop device the first had)."""
     if shutil.which("mksquashfs") is None:
         pytest.skip("mksquashfs is not installed (scripts/test-servers installs squashfs-tools as root)")
     mount = tmp_path / "image"
     mount.mkdir()
-    yield mount
-    subprocess.run(["umount", str(mount)], capture_output=True, check=False)
+    with loop_devices():
+        yield mount
+        subprocess.run(["umount", str(mount)], capture_output=True, check=False)
 
 
 def mount(kind: str, image: pathlib.Path, at: pathlib.Path) -> None:

@@ -23,7 +23,7 @@ from click.testing import CliRunner
 import gtcache
 from gtcache.store import _index
 from gtcache_cli.main import cli
-from tests.helpers import publish, run_in_mount_namespace
+from tests.helpers import loop_devices, publish, run_in_mount_namespace
 
 
 def _ls_hits(store: gtcache.Store, key: str) -> tuple[int, str]:
@@ -173,8 +173,9 @@ def test_touches_within_the_scans_second_on_1_second_timestamps(tmp_path: pathli
     with open(image, "wb") as f:
         f.truncate(32 * 2**20)
     subprocess.run(["mkfs.ext4", "-q", "-I", "128", "-F", str(image)], check=True, capture_output=True)
-    out = run_in_mount_namespace(f"mount -o loop {image} {mount}", _EXT4_CHILD, str(store.root), str(mount),
-                                 folder=tmp_path)
+    with loop_devices():
+        out = run_in_mount_namespace(f"mount -o loop {image} {mount}", _EXT4_CHILD, str(store.root), str(mount),
+                                     folder=tmp_path)
     attempts = [json.loads(line) for line in out.splitlines()]
     assert len(attempts) == 5
     for attempt in attempts:
