@@ -464,21 +464,52 @@ def test_a_backend_changed_in_place_changes_the_key(tmp_path: pathlib.Path, fact
     lookup too, not a fingerprint remembered for the backend object."""
     from gt4py.next.otf.arguments import CompileTimeArgs
 
-    from gtcache import open_store
+    from gtcache import examples, open_store
     from gtcache.gt4py import _facts, ingredients
 
     backend = _compat.gtfn_backend()  # a backend of this test's own
     _facts.use(open_store(tmp_path / "store") if facts else None)
     try:
-        before = ingredients._shared_ingredients(backend, CompileTimeArgs.empty())
+        before = ingredients.direct_ingredients(backend, examples.axpy.definition_stage, CompileTimeArgs.empty())
         backend.executor.compilation.builder_factory.cmake_extra_flags.append("-DCMAKE_CXX_FLAGS=-O1")
-        after = ingredients._shared_ingredients(backend, CompileTimeArgs.empty())
+        after = ingredients.direct_ingredients(backend, examples.axpy.definition_stage, CompileTimeArgs.empty())
     finally:
         _facts.use(None)
     assert after["backend_config"] != before["backend_config"]
     assert {k: v for k, v in after.items() if k != "backend_config"} == {
         k: v for k, v in before.items() if k != "backend_config"
     }
+
+
+def test_one_compile_call_reads_the_backend_once() -> None:
+    """The variants of one gt4py ``compile()`` call share the backend's (and the definition's)
+    fingerprint, found for the first (``ingredients.one_compile_call``): the call sees the
+    backend as it was when it began. Another backend in the call is keyed as its own; the
+    next call, and a variant keyed outside a call, read it anew."""
+    from gt4py.next.otf.arguments import CompileTimeArgs
+
+    from gtcache import examples
+    from gtcache.gt4py import ingredients
+
+    backend, other = _compat.gtfn_backend(), _compat.gtfn_backend()
+    flags = backend.executor.compilation.builder_factory.cmake_extra_flags
+    other.executor.compilation.builder_factory.cmake_extra_flags.append("-DCMAKE_CXX_FLAGS=-O2")
+
+    def config(of: Any) -> str:
+        return ingredients.direct_ingredients(of, examples.axpy.definition_stage, CompileTimeArgs.empty())["backend_config"]
+
+    with ingredients.one_compile_call():
+        first = config(backend)
+        flags.append("-DCMAKE_CXX_FLAGS=-O1")
+        assert config(backend) == first, "read once in the call"
+        assert config(other) != first, "another backend: its own"
+    changed = config(backend)
+    assert changed != first, "outside a call: read anew"
+    with ingredients.one_compile_call():
+        assert config(backend) == changed
+    flags.append("-DCMAKE_CXX_FLAGS=-O3")
+    with ingredients.one_compile_call():
+        assert config(backend) != changed, "the next call: read anew"
 
 
 OPERATOR_SOURCE = '''
@@ -768,7 +799,9 @@ def test_dace_keys_name_the_cpu_they_were_built_for(monkeypatch: pytest.MonkeyPa
     from gtcache.gt4py import ingredients
 
     def shared(name: str) -> dict[str, Any]:
-        return ingredients._shared_ingredients(examples.backend_by_name(name), CompileTimeArgs.empty())
+        return ingredients.direct_ingredients(
+            examples.backend_by_name(name), examples.axpy.definition_stage, CompileTimeArgs.empty()
+        )
 
     assert shared("dace_cpu")["cpu_features"] == toolchain.cpu_features()
     gtfn = shared("gtfn_cpu")

@@ -44,10 +44,11 @@ def definition_fingerprint(definition_stage: Any) -> str:
     """Fingerprint a ``DSLProgramDef`` / ``DSLFieldOperatorDef`` by content, location-free.
 
     Every call reads the definition and its closure anew (a closure variable may have been
-    rebound since), but gt4py's fingerprinting, slow per object, runs only for content not
-    fingerprinted yet, in this process or (through the store's facts file) in an earlier one
-    in this environment: ``_content_key`` serializes what the fingerprinter reads, fast, and
-    equal serializations have equal fingerprints.
+    rebound since; the variants of one gt4py ``compile()`` call share one call:
+    ``ingredients.one_compile_call``), but gt4py's fingerprinting, slow per object, runs only
+    for content not fingerprinted yet, in this process or (through the store's facts file) in
+    an earlier one in this environment: ``_content_key`` serializes what the fingerprinter
+    reads, fast, and equal serializations have equal fingerprints.
     """
     with _facts_shard(definition_stage) as shard:
         key = _content_key(definition_stage)

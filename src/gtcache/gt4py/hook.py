@@ -6,7 +6,9 @@ The seam is in ``CompiledProgramsPool._compile_variant`` (gt4py 1.2.1-1.2.3)::
     future = runner.submit(compilation_tasks.make_compilation_task(backend, definition_stage, cta))
 
 Both module attributes are replaced once (``_patch``) by dispatchers that defer
-to gt4py's originals unless a ``Hook`` is active:
+to gt4py's originals unless a ``Hook`` is active (and ``CompiledProgramsPool.compile``
+by a wrapper: the variants of one call share the definition's and backend's
+fingerprints, ``ingredients.one_compile_call``):
 
 - the task factory asks the active ``Hook`` (``_hook.py``): direct key (no
   lowering), else gt4py's lowering and the build key; a hit becomes a served task.
@@ -37,6 +39,7 @@ from gtcache._frozen import replace
 from gtcache.errors import GtcacheError, UntrustedStoreError
 from gtcache.gt4py import _compat
 from gtcache.gt4py._hook import PROCESS_RUN, GtcacheWarning, Hook, HookConfig, HookStores, Outcome
+from gtcache.gt4py.ingredients import one_compile_call
 from gtcache.settings import Settings, split_remotes
 from gtcache.store import CONFIG_FILE, Store, TrustPolicy, open_store
 
@@ -107,15 +110,28 @@ def _patch() -> None:
         hook = _active
         return original_runner() if hook is None else _Runner(hook, original_runner)
 
-    _originals.update(make_compilation_task=original_factory, get_default_runner=original_runner)
+    pool = _compat.compiled_program.CompiledProgramsPool
+    original_compile = pool.compile
+
+    @functools.wraps(original_compile)
+    def compile(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _active is None:
+            return original_compile(self, *args, **kwargs)
+        with one_compile_call():  # its variants share the definition's and backend's fingerprints
+            return original_compile(self, *args, **kwargs)
+
+    _originals.update(make_compilation_task=original_factory, get_default_runner=original_runner,
+                      compile=original_compile)
     tasks.make_compilation_task = make_compilation_task
     runners.get_default_runner = get_default_runner
+    pool.compile = compile  # type: ignore[method-assign]
 
 
 def _unpatch() -> None:
     if _originals:
         _compat.compilation_tasks.make_compilation_task = _originals.pop("make_compilation_task")
         _compat.runners.get_default_runner = _originals.pop("get_default_runner")
+        _compat.compiled_program.CompiledProgramsPool.compile = _originals.pop("compile")  # type: ignore[method-assign]
 
 
 def active_hook() -> Hook | None:

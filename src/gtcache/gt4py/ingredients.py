@@ -12,6 +12,9 @@ argument types, static arguments, connectivity *types*, device, toolchain.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from gtcache import toolchain
@@ -26,6 +29,7 @@ __all__ = [
     "direct_ingredients",
     "keying_problem",
     "make_key",
+    "one_compile_call",
 ]
 
 #: ``/2`` (2026-12): a literal's type joined the lowered program's fingerprint.
@@ -39,17 +43,61 @@ def build_ingredients(backend: Any, compilable: Any) -> dict[str, Any]:
     """Ingredients of the build key of a lowered ``CompilableProgramDef``."""
     return {
         "program_ir": _compat.ir_fingerprint(compilable.data),
-        **_shared_ingredients(backend, compilable.args),
+        **_shared_ingredients(backend, compilable.args, _facts.backend_config(backend)),
     }
 
 
 def direct_ingredients(backend: Any, definition_stage: Any, compile_time_args: Any) -> dict[str, Any]:
     """Ingredients of the direct key; ``ValueError`` if the definition cannot be keyed by content."""
+    definition, config = _in_this_call(backend, definition_stage)
     return {
-        "definition": definition_fingerprint(definition_stage),
+        "definition": definition,
         "definition_kind": type(definition_stage).__name__,
-        **_shared_ingredients(backend, compile_time_args),
+        **_shared_ingredients(backend, compile_time_args, config),
     }
+
+
+class _Call(threading.local):
+    #: The gt4py ``compile()`` call under way in this thread (an object made for it), or None.
+    token: object | None = None
+    #: (token, definition stage, backend, definition fingerprint, backend configuration) of
+    #: the last variant keyed in a call.
+    found: tuple[object, Any, Any, str, str] | None = None
+
+
+_call = _Call()
+
+
+@contextmanager
+def one_compile_call() -> Iterator[None]:
+    """Held around one gt4py ``compile()`` call (``hook.py`` wraps ``CompiledProgramsPool.compile``,
+    which compiles a program for every combination of the static values it is given: icon4py's
+    ``setup_program`` makes a program's variants so). Its variants share the definition's and the
+    backend's fingerprints, found for the first: 0.2-0.4 ms a variant. Read again for each
+    variant, they would tell a definition or backend changed *during* the call, by another
+    thread; sharing them, the call sees both as they were when it began, one of the orders the
+    two threads could have run in (nothing in the call changes them: gt4py lowers every
+    variant of a program from the one parse its ``Program`` keeps). Each call, and each variant
+    compiled otherwise (a call of the program), reads them anew."""
+    call = _call
+    outer, call.token = call.token, object()
+    try:
+        yield
+    finally:
+        call.token, call.found = outer, None
+
+
+def _in_this_call(backend: Any, definition_stage: Any) -> tuple[str, str]:
+    """The definition's fingerprint and the backend's configuration, shared by the variants of
+    one ``compile()`` call (``one_compile_call``)."""
+    call = _call
+    token, found = call.token, call.found
+    if found is not None and found[0] is token and found[1] is definition_stage and found[2] is backend:
+        return found[3], found[4]
+    definition, config = definition_fingerprint(definition_stage), _facts.backend_config(backend)
+    if token is not None:
+        call.found = (token, definition_stage, backend, definition, config)
+    return definition, config
 
 
 def keying_problem() -> str | None:
@@ -69,7 +117,7 @@ def backend_name(backend: Any) -> str:
     return str(getattr(backend, "name", type(backend).__qualname__))
 
 
-def _shared_ingredients(backend: Any, args: Any) -> dict[str, Any]:
+def _shared_ingredients(backend: Any, args: Any, config: str) -> dict[str, Any]:
     name = backend_name(backend)
     family = toolchain.backend_family(name)
     facts = toolchain.toolchain_facts(family)
@@ -81,9 +129,10 @@ def _shared_ingredients(backend: Any, args: Any) -> dict[str, Any]:
         facts = toolchain.gpu_facts(facts, device, arch)
     ingredients: dict[str, Any] = {
         "backend": name,
-        # Serialized at every lookup (about 0.1 ms), never remembered by object: a backend
-        # can be changed in place (its build factory is not frozen), and gt4py follows it.
-        "backend_config": _facts.backend_config(backend),
+        # Serialized at every lookup (about 0.1 ms; once per compile() call: one_compile_call),
+        # never remembered by object: a backend can be changed in place (its build factory is
+        # not frozen), and gt4py follows it.
+        "backend_config": config,
         "arg_types": [_compat.type_text(t) for t in args.args],
         "kwarg_types": {k: _compat.type_text(t) for k, t in sorted(args.kwargs.items())},
         "static_args": _descriptors(args.argument_descriptor_contexts),
