@@ -19,6 +19,7 @@ from gtcache_cli._common import (
     json_option,
     pass_context,
 )
+from gtcache_cli._errors import OutputStream
 from gtcache_cli._text import escape, plural
 
 
@@ -53,8 +54,9 @@ def export_command(
     if file == "-":
         if sys.stdout.isatty():
             raise bundle.BundleError("Standard output is a terminal; redirect it to a file or a pipe.")
-        report = bundle.write_bundle(sys.stdout.buffer, store, entries, key=trust.key, mtime=mtime)
-        sys.stdout.buffer.flush()
+        output = OutputStream(sys.stdout.buffer)
+        report = bundle.write_bundle(output, store, entries, key=trust.key, mtime=mtime)  # type: ignore[arg-type]
+        output.flush()
     else:
         report = bundle.export_bundle(store, entries, pathlib.Path(file), key=trust.key, force=force, mtime=mtime)
     to_stderr = file == "-"

@@ -7,15 +7,18 @@
   see the traceback (``GTCACHE_DEBUG=1``).
 - Ctrl-C: exit 130, one line; a closed pipe (``gtcache ls | head``): exit 1, silent (as click
   itself does it).
+- output that cannot be written (``gtcache ls > /dev/full``, a closed stdout): exit 1,
+  ``Error: Cannot write the output: ...``, never worded like a problem of the store.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, BinaryIO
 
 import click
 
@@ -33,11 +36,80 @@ OPERATIONAL, USAGE, INTERRUPTED = 1, 2, 130
 _USAGE_ERRORS = (("gtcache.warm.spec", "SpecError"), ("gtcache.gt4py.targets", "TargetError"))
 
 
+class OutputError(Exception):
+    """Writing the command's output failed: the ``OSError`` that said so."""
+
+    def __init__(self, error: OSError):
+        super().__init__(error.strerror or str(error))
+        self.error = error
+
+
+class OutputStream:
+    """A binary output stream (``export -``'s) whose write errors are ``OutputError``s."""
+
+    def __init__(self, stream: BinaryIO):
+        self._stream = stream
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self._stream.write(data)
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise OutputError(error) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise OutputError(error) from None
+
+
+class _ClosedOutput:
+    """``sys.stdout`` when the process started without one (``gtcache ls >&-``): Python sets it
+    to None, and click and rich would drop the output without a word."""
+
+    encoding = "utf-8"
+    errors = "strict"
+
+    def write(self, text: str) -> int:
+        raise OutputError(OSError(errno.EBADF, "standard output is closed"))
+
+    def flush(self) -> None:
+        return None
+
+    def isatty(self) -> bool:
+        return False
+
+    @property
+    def buffer(self) -> OutputStream:
+        return OutputStream(self)  # type: ignore[arg-type]
+
+
+#: Where click and rich write a command's output: an ``OSError`` without a file name raised
+#: there was the output's (a full disk under ``> file``), not the store's.
+_OUTPUT_WRITERS = frozenset({("click.utils", "echo"), ("rich.console", "_write_buffer")})
+
+
+def _from_output(error: OSError) -> bool:
+    if error.filename is not None or (tb := error.__traceback__) is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return (tb.tb_frame.f_globals.get("__name__"), tb.tb_frame.f_code.co_name) in _OUTPUT_WRITERS
+
+
 def guarded(call: Callable[[], Any]) -> int:
     """Run ``call`` (click in non-standalone mode); its exit code, every error reported."""
+    if sys.stdout is None:
+        sys.stdout = _ClosedOutput()
     try:
         result = call()
         return result if isinstance(result, int) else 0
+    except OutputError as error:
+        return _report(f"Cannot write the output: {_sentence(str(error))}", OPERATIONAL)
     except click.exceptions.Abort as error:
         if isinstance(error.__cause__ or error.__context__, KeyboardInterrupt):
             return _report("Interrupted.", INTERRUPTED)
@@ -57,6 +129,8 @@ def guarded(call: Callable[[], Any]) -> int:
         if isinstance(error, _usage_error_types()):
             return _report(_sentence(str(error)), USAGE)
         if isinstance(error, OSError):
+            if _from_output(error):
+                return _report(f"Cannot write the output: {_os_error(error)}", OPERATIONAL)
             return _report(_os_error(error), OPERATIONAL)
         return _report(
             f"Unexpected {type(error).__name__}: {_sentence(str(error) or 'no message')} This is a bug in"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import pathlib
 
 import click
@@ -99,3 +100,33 @@ def test_ctrl_c_while_the_command_loads_is_one_line_and_exit_130() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code, "--version"], capture_output=True, text=True, timeout=60)
     assert (result.returncode, result.stderr, result.stdout) == (130, "Error: Interrupted.\n", "")
+
+
+@pytest.mark.parametrize("command", [["ls"], ["ls", "--json"], ["stats"], ["export", "-"], ["--version"]])
+def test_output_that_cannot_be_written_is_named_as_the_output(tmp_path: pathlib.Path, command: list[str]) -> None:
+    """``gtcache ls > /dev/full`` said ``Error: No space left on device.``, as if the store's disk
+    were full, and with stdout closed (``>&-``) every command printed nothing and exited 0:
+    both are ``Error: Cannot write the output: ...`` and exit 1 (real processes, real files)."""
+    import subprocess
+    import sys
+
+    from tests.helpers import publish
+
+    store = gtcache.open_store(tmp_path / "s")
+    publish(store)
+    store.close()
+    run = [sys.executable, "-m", "gtcache_cli", "--cache-dir", str(tmp_path / "s"), *command]
+    ok = subprocess.run(run, capture_output=True, timeout=120)
+    assert ok.returncode == 0 and ok.stdout, ok
+
+    def files() -> list[tuple[str, bytes]]:  # the store's truth (the index is a hint ls may rebuild)
+        return sorted((str(p), p.read_bytes()) for p in (tmp_path / "s").rglob("*") if p.is_file() and "index" not in p.parts)
+
+    before = files()
+    with open("/dev/full", "wb") as full:
+        result = subprocess.run(run, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert (result.returncode, result.stderr) == (1, "Error: Cannot write the output: No space left on device.\n")
+    result = subprocess.run(run, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120,
+                            preexec_fn=lambda: os.close(1))
+    assert (result.returncode, result.stderr) == (1, "Error: Cannot write the output: standard output is closed.\n")
+    assert files() == before
