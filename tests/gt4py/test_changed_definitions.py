@@ -221,3 +221,110 @@ def test_a_definition_edited_before_a_late_install(tmp_path: pathlib.Path) -> No
     late = json.loads(next(line for line in out.splitlines() if line.startswith("REPORT ")).removeprefix("REPORT "))
     assert late["out"] == expected(2.0, 1.0), "what gt4py parsed when the operator was imported"
     assert late["outcomes"] == [["compiled", None]], late
+
+
+RACE_MODULE = """
+import gt4py.next as gtx
+from gt4py.next import Dims, Field, float64
+
+IDim = gtx.Dimension("IDim")
+
+@gtx.field_operator
+def fo(a: Field[Dims[IDim], float64], factor: float64) -> Field[Dims[IDim], float64]:
+    return factor * a + 100.0
+fo_b = fo  # (gt4py wants a called operator's name to be the one it is called by)
+
+@gtx.field_operator
+def fo(a: Field[Dims[IDim], float64], factor: float64) -> Field[Dims[IDim], float64]:
+    return factor * a
+
+@gtx.program
+def prog(a: Field[Dims[IDim], float64], factor: float64, out: Field[Dims[IDim], float64]) -> None:
+    fo(a, factor, out=out)
+"""
+
+#: Compiles ``race.prog`` for the factors given (one ``compile()`` call: its variants share one
+#: reading of the definition); with ``rebind``, ``race.fo`` is rebound to ``fo_b`` between the
+#: first and the second variant, as another thread could: by a function gt4py calls before each
+#: variant (appended to its ``compile_variant_hook``'s callbacks, not registered: gtcache cannot
+#: see it coming, as it cannot see another thread's).
+RACE_SCRIPT = """
+import json, sys
+import numpy as np
+import gt4py.next as gtx
+from gt4py.next.otf import compiled_program
+import race
+from gtcache.gt4py import active_hook
+
+factors = [float(f) for f in sys.argv[2].split(",")]
+if sys.argv[1] != "none":
+    seen = []
+    def change(*args, **kwargs):
+        seen.append(1)
+        if len(seen) == 2 and sys.argv[1] == "rebind":
+            race.fo = race.fo_b
+        elif len(seen) == 2 and sys.argv[1] == "edit":  # the program's text (gt4py reads it for each variant)
+            with open(race.__file__) as f:
+                text = f.read()
+            with open(race.__file__, "w") as f:
+                f.write(text.replace("fo(a, factor, out=out)", "fo(out, factor, out=out)"))
+    compiled_program.compile_variant_hook.callbacks += (change,)
+bound = race.prog.with_backend(gtx.itir_python)
+bound.compile(offset_provider={}, factor=factors)
+compiled_program.wait_for_compilation()
+a = gtx.as_field([race.IDim], np.arange(4.0))
+outs = []
+for factor in factors:
+    out = gtx.as_field([race.IDim], np.zeros(4))
+    bound(a, factor, out, offset_provider={})
+    outs.append(out.asnumpy().tolist())
+print("REPORT " + json.dumps({"outs": outs, "outcomes": [(o.status, o.via) for o in active_hook().outcomes]}))
+"""
+
+
+def test_a_definition_changed_between_the_variants_of_one_compile_call(tmp_path: pathlib.Path) -> None:
+    """The variants of one ``compile()`` call share one reading of the definition (their direct
+    keys); a variant that lowers reads it afresh. Here the program's field operator is rebound
+    between the call's two variants: gt4py lowers the second with the new one, and its direct
+    link must name that. Before the fresh reading, the second variant's link named the old
+    definition, and a fresh process with the module as written was served the rebound
+    operator's build (``3 * a + 100`` for ``3 * a``: a review found it)."""
+    (tmp_path / "race.py").write_text(RACE_MODULE)
+    store = tmp_path / "store"
+    env = {"PYTHONPATH": pythonpath(tmp_path), "PYTHONDONTWRITEBYTECODE": "1", "GTCACHE_DIR": str(store)}
+
+    def run(change: str, factors: str) -> dict:
+        out = run_python(RACE_SCRIPT, change, factors, env=env)
+        return json.loads(next(line for line in out.splitlines() if line.startswith("REPORT ")).removeprefix("REPORT "))  # type: ignore[no-any-return]
+
+    a = [0.0, 1.0, 2.0, 3.0]
+    raced = run("rebind", "2.0,3.0")
+    assert raced["outcomes"] == [["compiled", None], ["compiled", None]], raced
+    assert raced["outs"] == [[2 * x for x in a], [3 * x + 100 for x in a]], "what gt4py alone compiles"
+    fresh = run("none", "3.0")
+    assert fresh["outs"] == [[3 * x for x in a]], f"the module as written: {fresh}"
+    assert fresh["outcomes"] == [["compiled", None]], fresh
+    again = run("none", "2.0,3.0")  # both now stored under the definition as written
+    assert again["outs"] == [[2 * x for x in a], [3 * x for x in a]] and again["outcomes"] == [["hit", "direct"]] * 2, again
+
+
+def test_a_file_edited_between_the_variants_of_one_compile_call(tmp_path: pathlib.Path) -> None:
+    """The program's file is edited between the first and second variant of a call whose first
+    variant was served: the second lowers (a miss), its fresh reading finds the file changed
+    since the process started (no direct key, as outside a call), and the third, stored under
+    the definition as it was, is not served by the call's first reading either: gt4py alone
+    compiles the edited program for both (``fo(out, ...)`` into zeros)."""
+    (tmp_path / "race.py").write_text(RACE_MODULE)
+    store = tmp_path / "store"
+    env = {"PYTHONPATH": pythonpath(tmp_path), "PYTHONDONTWRITEBYTECODE": "1", "GTCACHE_DIR": str(store)}
+
+    def run(change: str, factors: str) -> dict:
+        out = run_python(RACE_SCRIPT, change, factors, env=env)
+        return json.loads(next(line for line in out.splitlines() if line.startswith("REPORT ")).removeprefix("REPORT "))  # type: ignore[no-any-return]
+
+    a = [0.0, 1.0, 2.0, 3.0]
+    time.sleep(2.1)  # the module settles (a file changed within 2 s of a start is never keyed)
+    assert run("none", "1.0,3.0")["outcomes"] == [["compiled", None]] * 2
+    raced = run("edit", "1.0,2.0,3.0")
+    assert raced["outcomes"] == [["hit", "direct"], ["compiled", None], ["compiled", None]], raced
+    assert raced["outs"] == [a, [0.0] * 4, [0.0] * 4], raced

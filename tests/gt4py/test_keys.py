@@ -512,6 +512,29 @@ def test_one_compile_call_reads_the_backend_once() -> None:
         assert config(backend) != changed, "the next call: read anew"
 
 
+
+def test_no_reading_is_shared_while_callbacks_run_in_the_call() -> None:
+    """A callback registered on gt4py's ``compile_variant_hook`` runs before each variant of a
+    ``compile()`` call and may change the definition or the backend: while one is registered,
+    the call's variants are keyed as they are then, each (as outside a call)."""
+    from gt4py.next.otf import compiled_program
+
+    from gtcache.gt4py import ingredients
+
+    def callback(program_pool: Any, key: Any, backend: Any, argument_descriptors: Any, offset_provider: Any) -> None:
+        pass
+
+    with ingredients.one_compile_call():
+        assert ingredients.in_compile_call()
+    compiled_program.compile_variant_hook.register(callback, name="gtcache-test")
+    try:
+        with ingredients.one_compile_call():
+            assert not ingredients.in_compile_call()
+    finally:
+        compiled_program.compile_variant_hook.remove("gtcache-test")
+    assert not ingredients.in_compile_call()
+
+
 OPERATOR_SOURCE = '''
 import enum
 import gt4py.next as gtx

@@ -73,6 +73,7 @@ __all__ = [
     "global_values",
     "fingerprinting",
     "has_custom_compile",
+    "variant_callbacks",
     "is_backend",
     "is_program",
     "compilation_tasks",
@@ -504,6 +505,13 @@ def planning_backend(backend: Any) -> Any:
 
 
 _PLANNING_CLASSES: dict[type, type] = {}
+
+
+def variant_callbacks() -> bool:
+    """Whether callbacks are registered on gt4py's ``compile_variant_hook``: code of the user's
+    that gt4py runs before each variant of a ``compile()`` call (True when it cannot tell)."""
+    hook = getattr(compiled_program, "compile_variant_hook", None)
+    return hook is not None and bool(getattr(hook, "registry", True))
 
 
 def has_custom_compile(backend: Any) -> bool:

@@ -32,6 +32,7 @@ from gtcache.gt4py.ingredients import (
     backend_name,
     build_ingredients,
     direct_ingredients,
+    in_compile_call,
     keying_problem,
     make_key,
 )
@@ -296,6 +297,8 @@ class Hook:
             )) is not None:
                 return served
 
+        if in_compile_call():  # what lowers is keyed as it is now, not as the call first read it
+            direct_key = self._direct_key(backend, definition_stage, cta, fresh=True)
         task = original(backend, definition_stage, cta)  # gt4py lowers the program here
         try:
             ingredients = build_ingredients(backend, task.construct_compilable(False))
@@ -509,9 +512,9 @@ class Hook:
         self.warn_once(f"waited {self.config.wait:g} s for another process compiling '{name}'", "compiling it here too")
         return None
 
-    def _direct_key(self, backend: Any, definition_stage: Any, cta: Any) -> str | None:
+    def _direct_key(self, backend: Any, definition_stage: Any, cta: Any, fresh: bool = False) -> str | None:
         try:
-            return make_key(DIRECT_KEY_KIND, direct_ingredients(backend, definition_stage, cta))
+            return make_key(DIRECT_KEY_KIND, direct_ingredients(backend, definition_stage, cta, fresh=fresh))
         except ValueError:  # not keyable by content: the build key still works
             return None
 

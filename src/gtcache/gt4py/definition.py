@@ -44,7 +44,7 @@ def definition_fingerprint(definition_stage: Any) -> str:
     """Fingerprint a ``DSLProgramDef`` / ``DSLFieldOperatorDef`` by content, location-free.
 
     Every call reads the definition and its closure anew (a closure variable may have been
-    rebound since; the variants of one gt4py ``compile()`` call share one call:
+    rebound since; the hits of one gt4py ``compile()`` call share one reading:
     ``ingredients.one_compile_call``), but gt4py's fingerprinting, slow per object, runs only
     for content not fingerprinted yet, in this process or (through the store's facts file) in
     an earlier one in this environment: ``_content_key`` serializes what the fingerprinter

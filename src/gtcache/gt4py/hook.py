@@ -7,8 +7,8 @@ The seam is in ``CompiledProgramsPool._compile_variant`` (gt4py 1.2.1-1.2.3)::
 
 Both module attributes are replaced once (``_patch``) by dispatchers that defer
 to gt4py's originals unless a ``Hook`` is active (and ``CompiledProgramsPool.compile``
-by a wrapper: the variants of one call share the definition's and backend's
-fingerprints, ``ingredients.one_compile_call``):
+by a wrapper: the direct keys of one call's variants share one reading of the definition
+and the backend, ``ingredients.one_compile_call``):
 
 - the task factory asks the active ``Hook`` (``_hook.py``): direct key (no
   lowering), else gt4py's lowering and the build key; a hit becomes a served task.
@@ -117,7 +117,7 @@ def _patch() -> None:
     def compile(self: Any, *args: Any, **kwargs: Any) -> Any:
         if _active is None:
             return original_compile(self, *args, **kwargs)
-        with one_compile_call():  # its variants share the definition's and backend's fingerprints
+        with one_compile_call():  # its variants' direct keys share one reading of definition and backend
             return original_compile(self, *args, **kwargs)
 
     _originals.update(make_compilation_task=original_factory, get_default_runner=original_runner,

@@ -29,6 +29,7 @@ __all__ = [
     "direct_ingredients",
     "keying_problem",
     "make_key",
+    "in_compile_call",
     "one_compile_call",
 ]
 
@@ -47,9 +48,13 @@ def build_ingredients(backend: Any, compilable: Any) -> dict[str, Any]:
     }
 
 
-def direct_ingredients(backend: Any, definition_stage: Any, compile_time_args: Any) -> dict[str, Any]:
-    """Ingredients of the direct key; ``ValueError`` if the definition cannot be keyed by content."""
-    definition, config = _in_this_call(backend, definition_stage)
+def direct_ingredients(
+    backend: Any, definition_stage: Any, compile_time_args: Any, *, fresh: bool = False
+) -> dict[str, Any]:
+    """Ingredients of the direct key; ``ValueError`` if the definition cannot be keyed by content.
+    In a ``compile()`` call, the definition and backend as the call first read them
+    (``one_compile_call``), unless ``fresh``: as they are now (the call's reading from then on)."""
+    definition, config = _in_this_call(backend, definition_stage, fresh)
     return {
         "definition": definition,
         "definition_kind": type(definition_stage).__name__,
@@ -60,8 +65,8 @@ def direct_ingredients(backend: Any, definition_stage: Any, compile_time_args: A
 class _Call(threading.local):
     #: The gt4py ``compile()`` call under way in this thread (an object made for it), or None.
     token: object | None = None
-    #: (token, definition stage, backend, definition fingerprint, backend configuration) of
-    #: the last variant keyed in a call.
+    #: (token, definition stage, backend, definition fingerprint, backend configuration): the
+    #: call's reading of the definition and backend it keys.
     found: tuple[object, Any, Any, str, str] | None = None
 
 
@@ -71,29 +76,43 @@ _call = _Call()
 @contextmanager
 def one_compile_call() -> Iterator[None]:
     """Held around one gt4py ``compile()`` call (``hook.py`` wraps ``CompiledProgramsPool.compile``,
-    which compiles a program for every combination of the static values it is given: icon4py's
-    ``setup_program`` makes a program's variants so). Its variants share the definition's and the
-    backend's fingerprints, found for the first: 0.2-0.4 ms a variant. Read again for each
-    variant, they would tell a definition or backend changed *during* the call, by another
-    thread; sharing them, the call sees both as they were when it began, one of the orders the
-    two threads could have run in (nothing in the call changes them: gt4py lowers every
-    variant of a program from the one parse its ``Program`` keeps). Each call, and each variant
-    compiled otherwise (a call of the program), reads them anew."""
+    which compiles a program for every combination of the static values it is given, as
+    icon4py's ``setup_program`` makes a program's variants). The direct keys of its variants
+    share one reading of the definition and the backend (their fingerprints, 0.2-0.4 ms a
+    variant), taken for the first.
+
+    A variant served by such a key is what the program was when that reading was taken: a
+    change made meanwhile by another thread or process counts as made after the variant was
+    served, and shows to the next variant that lowers. Every variant that lowers (a miss,
+    a build-key hit) is keyed by a fresh reading (``direct_ingredients(fresh=True)``), which
+    the rest of the call then shares: gt4py lowers the definition and backend as they are
+    then, and a direct link always names what was lowered (a file edited since the process
+    started gives no direct key, as outside a call). No reading is shared while callbacks are
+    registered on gt4py's ``compile_variant_hook``: user code that runs inside the call,
+    before each variant, and may change either. The next call, and a variant compiled by a
+    call of the program, read both anew."""
     call = _call
-    outer, call.token = call.token, object()
+    outer, call.token = call.token, (None if _compat.variant_callbacks() else object())
     try:
         yield
     finally:
         call.token, call.found = outer, None
 
 
-def _in_this_call(backend: Any, definition_stage: Any) -> tuple[str, str]:
-    """The definition's fingerprint and the backend's configuration, shared by the variants of
-    one ``compile()`` call (``one_compile_call``)."""
+def in_compile_call() -> bool:
+    """Whether the direct keys made now share a reading (``one_compile_call``)."""
+    return _call.token is not None
+
+
+def _in_this_call(backend: Any, definition_stage: Any, fresh: bool) -> tuple[str, str]:
+    """The definition's fingerprint and the backend's configuration: the call's reading
+    (``one_compile_call``), or a fresh one."""
     call = _call
     token, found = call.token, call.found
-    if found is not None and found[0] is token and found[1] is definition_stage and found[2] is backend:
+    if (not fresh and found is not None and found[0] is token and found[1] is definition_stage
+            and found[2] is backend):
         return found[3], found[4]
+    call.found = None  # (a reading that fails is never shared)
     definition, config = definition_fingerprint(definition_stage), _facts.backend_config(backend)
     if token is not None:
         call.found = (token, definition_stage, backend, definition, config)
@@ -129,8 +148,8 @@ def _shared_ingredients(backend: Any, args: Any, config: str) -> dict[str, Any]:
         facts = toolchain.gpu_facts(facts, device, arch)
     ingredients: dict[str, Any] = {
         "backend": name,
-        # Serialized at every lookup (about 0.1 ms; once per compile() call: one_compile_call),
-        # never remembered by object: a backend can be changed in place (its build factory is
+        # Serialized at every lookup (about 0.1 ms; a compile() call's hits share one:
+        # one_compile_call), never remembered by object: a backend can be changed in place (its build factory is
         # not frozen), and gt4py follows it.
         "backend_config": config,
         "arg_types": [_compat.type_text(t) for t in args.args],
