@@ -99,9 +99,22 @@ def duration_value(ctx: click.Context, param: click.Parameter, value: str | None
 
 
 def confirm(question: str, *, yes: bool) -> None:
-    """Ask unless ``--yes``; a refusal (or no terminal to ask on) exits 1."""
-    if not yes:
+    """Ask unless ``--yes``; a refusal (or no terminal to ask on) exits 1, as does a question
+    that cannot be asked (a full disk under ``> file``, no stdin at all), naming why."""
+    if yes:
+        return
+    try:
         click.confirm(question, abort=True)
+    except click.Abort:  # (a RuntimeError too) declined, or the end of stdin
+        raise
+    except RuntimeError:  # input(): lost sys.stdin (started with it closed)
+        raise click.ClickException("Cannot ask for confirmation: standard input is closed; nothing was changed"
+                                   " (--yes does not ask).") from None
+    except OSError as error:
+        if isinstance(error, BrokenPipeError):
+            raise
+        raise click.ClickException(f"Cannot ask for confirmation: {error.strerror or error}; nothing was changed"
+                                   " (--yes does not ask).") from None
 
 
 def resolve(store: gtcache.Store, query: str, scan: gtcache.StoreScan | None = None) -> tuple[gtcache.EntryInfo, ...]:

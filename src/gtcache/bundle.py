@@ -171,6 +171,8 @@ def write_bundle(
                     _add_bytes(tar, member.name, member.source, mtime)
                 else:
                     _add_file(tar, member, mtime)
+    except BrokenPipeError:  # the reader went away (``export - | head``): theirs to say
+        raise
     except OSError as error:
         raise BundleError(f"Cannot write the bundle: {error.strerror or error}.") from None
     return ExportReport(None, count, counter.written, bool(key), left_out)

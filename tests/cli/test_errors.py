@@ -130,3 +130,39 @@ def test_output_that_cannot_be_written_is_named_as_the_output(tmp_path: pathlib.
                             preexec_fn=lambda: os.close(1))
     assert (result.returncode, result.stderr) == (1, "Error: Cannot write the output: standard output is closed.\n")
     assert files() == before
+
+
+def test_a_question_that_cannot_be_asked_changes_nothing(tmp_path: pathlib.Path) -> None:
+    """``clear``'s question written into a full disk was reported as the store's disk being
+    full, and with stdin closed it was 'a bug in gtcache' (``input(): lost sys.stdin``): each
+    says it cannot ask, exit 1, nothing removed. A declined question stays 'Aborted'. And
+    ``export -`` into a pipe its reader closed is quiet (exit 1), as ``ls`` into ``head`` is."""
+    import subprocess
+    import sys
+
+    from tests.helpers import publish
+
+    store = gtcache.open_store(tmp_path / "s")
+    publish(store, payload=os.urandom(2**20))  # (incompressible: a bundle larger than a pipe holds)
+    store.close()
+    run = [sys.executable, "-m", "gtcache_cli", "--cache-dir", str(tmp_path / "s")]
+
+    def entries() -> int:
+        return len(gtcache.open_store(tmp_path / "s").scan(use_index=False).entries)
+
+    with open("/dev/full", "wb") as full:
+        result = subprocess.run([*run, "clear"], input="y\n", stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert (result.returncode, result.stderr) == (
+        1, "Error: Cannot ask for confirmation: No space left on device; nothing was changed (--yes does not ask).\n")
+    result = subprocess.run([*run, "clear"], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+                            preexec_fn=lambda: os.close(0))
+    assert (result.returncode, result.stderr) == (
+        1, "Error: Cannot ask for confirmation: standard input is closed; nothing was changed (--yes does not ask).\n")
+    result = subprocess.run([*run, "clear"], input="n\n", capture_output=True, text=True, timeout=120)
+    assert (result.returncode, result.stderr) == (1, "Error: Aborted; nothing was changed.\n")
+    assert entries() == 1
+
+    export = subprocess.Popen([*run, "export", "-"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert export.stdout is not None and export.stdout.read(1)
+    export.stdout.close()  # the reader goes away after one byte, the writer still writing
+    assert (export.wait(timeout=120), export.stderr.read() if export.stderr else b"") == (1, b"")
