@@ -128,15 +128,14 @@ class EntryRecord(Frozen):
         version = data.get("schema_version")
         if version != SCHEMA_VERSION:
             raise ValueError(f"schema version {version!r} is not {SCHEMA_VERSION}.")
-        missing = sorted(_FIELD_TYPES.keys() - data.keys())
-        if missing:
-            raise ValueError(f"missing field(s) {', '.join(repr(m) for m in missing)}.")
-        unknown = sorted(data.keys() - _FIELD_TYPES.keys() - {"schema_version"})
-        if unknown:
+        if data.keys() != _ALL_FIELDS:
+            missing = sorted(_FIELD_TYPES.keys() - data.keys())
+            if missing:
+                raise ValueError(f"missing field(s) {', '.join(repr(m) for m in missing)}.")
+            unknown = sorted(data.keys() - _ALL_FIELDS)
             raise ValueError(f"unknown field(s) {', '.join(repr(u) for u in unknown)}.")
-        for name, types in _FIELD_TYPES.items():
-            value = data[name]
-            if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+        for name, types in _FIELD_TYPE_ITEMS:  # types as JSON parses them (a bool is no int)
+            if type(data[name]) not in types:
                 raise ValueError(f"field '{name}' has the wrong type.")
         if not KEY_PATTERN.fullmatch(data["key"]):
             raise ValueError("field 'key' is not 32 hex digits.")
@@ -180,7 +179,9 @@ class EntryRecord(Frozen):
 
 def record_digest(data: Mapping[str, Any]) -> str:
     """The ``record_xxh3`` of a record's JSON object: every field but the usage counters."""
-    covered = {name: value for name, value in data.items() if name not in _UNCHECKED}
+    covered = dict(data)
+    for name in _UNCHECKED:
+        covered.pop(name, None)
     text = _RECORD_ENCODER.encode(covered)
     return xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"))
 
@@ -204,6 +205,8 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "gtcache_version": (str,),
     "record_xxh3": (str,),
 }
+_FIELD_TYPE_ITEMS = tuple(_FIELD_TYPES.items())
+_ALL_FIELDS = frozenset({*_FIELD_TYPES, "schema_version"})
 
 
 def _check_artifact_files(artifact: Mapping[str, Any], files: tuple[FileRecord, ...]) -> None:
