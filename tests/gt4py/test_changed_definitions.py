@@ -243,53 +243,68 @@ def prog(a: Field[Dims[IDim], float64], factor: float64, out: Field[Dims[IDim], 
     fo(a, factor, out=out)
 """
 
-#: Compiles ``race.prog`` for the factors given (one ``compile()`` call: its variants share one
-#: reading of the definition); with ``rebind``, ``race.fo`` is rebound to ``fo_b`` between the
-#: first and the second variant, as another thread could: by a function gt4py calls before each
-#: variant (appended to its ``compile_variant_hook``'s callbacks, not registered: gtcache cannot
-#: see it coming, as it cannot see another thread's).
+#: Compiles ``race.prog`` for the factors given, in one ``compile()`` call (its variants share
+#: one reading of the definition), then calls it for each. With ``rebind``, ``race.fo`` is
+#: rebound to ``fo_b`` as gt4py starts the call's second variant; with ``edit`` the program's
+#: file is edited then; with ``rebind-jit`` (no ``compile()``: the call compiles) ``race.fo``
+#: is rebound while gtcache looks the variant up. As another thread could, unseen by gtcache:
+#: by a profile function (callbacks of gt4py's ``compile_variant_hook`` would turn the sharing off).
 RACE_SCRIPT = """
-import json, sys
+import json, sys, warnings
 import numpy as np
 import gt4py.next as gtx
 from gt4py.next.otf import compiled_program
 import race
 from gtcache.gt4py import active_hook
 
-factors = [float(f) for f in sys.argv[2].split(",")]
-if sys.argv[1] != "none":
-    seen = []
-    def change(*args, **kwargs):
-        seen.append(1)
-        if len(seen) == 2 and sys.argv[1] == "rebind":
-            race.fo = race.fo_b
-        elif len(seen) == 2 and sys.argv[1] == "edit":  # the program's text (gt4py reads it for each variant)
-            with open(race.__file__) as f:
-                text = f.read()
-            with open(race.__file__, "w") as f:
-                f.write(text.replace("fo(a, factor, out=out)", "fo(out, factor, out=out)"))
-    compiled_program.compile_variant_hook.callbacks += (change,)
+change, factors = sys.argv[1], [float(f) for f in sys.argv[2].split(",")]
+where, when = {"rebind": ("_compile_variant", 2), "edit": ("_compile_variant", 2),
+               "rebind-jit": ("build_key_of", 1)}.get(change, (None, 0))  # ("jit": no compile(), no change)
+seen = []
+
+def profile(frame, event, arg):
+    if event != "call" or frame.f_code.co_name != where:
+        return
+    seen.append(1)
+    if len(seen) == when and change.startswith("rebind"):
+        race.fo = race.fo_b
+    elif len(seen) == when and change == "edit":  # the program's text (gt4py reads it for each variant)
+        with open(race.__file__) as f:
+            text = f.read()
+        with open(race.__file__, "w") as f:
+            f.write(text.replace("fo(a, factor, out=out)", "fo(out, factor, out=out)"))
+
 bound = race.prog.with_backend(gtx.itir_python)
-bound.compile(offset_provider={}, factor=factors)
-compiled_program.wait_for_compilation()
+caught = warnings.catch_warnings(record=True)
+said = caught.__enter__()
+warnings.simplefilter("always")
+sys.setprofile(profile)
+if not change.endswith("jit"):
+    bound.compile(offset_provider={}, factor=factors)
+    compiled_program.wait_for_compilation()
 a = gtx.as_field([race.IDim], np.arange(4.0))
 outs = []
 for factor in factors:
     out = gtx.as_field([race.IDim], np.zeros(4))
     bound(a, factor, out, offset_provider={})
     outs.append(out.asnumpy().tolist())
-print("REPORT " + json.dumps({"outs": outs, "outcomes": [(o.status, o.via) for o in active_hook().outcomes]}))
+sys.setprofile(None)
+print("REPORT " + json.dumps({"outs": outs, "outcomes": [(o.status, o.via) for o in active_hook().outcomes],
+                              "warnings": [str(w.message) for w in said if "gtcache" in str(w.message)]}))
 """
 
 
-def test_a_definition_changed_between_the_variants_of_one_compile_call(tmp_path: pathlib.Path) -> None:
-    """The variants of one ``compile()`` call share one reading of the definition (their direct
-    keys); a variant that lowers reads it afresh. Here the program's field operator is rebound
-    between the call's two variants: gt4py lowers the second with the new one, and its direct
-    link must name that. Before the fresh reading, the second variant's link named the old
-    definition, and a fresh process with the module as written was served the rebound
-    operator's build (``3 * a + 100`` for ``3 * a``: a review found it)."""
+@pytest.mark.parametrize(("change", "plain"), [("rebind", "none"), ("rebind-jit", "jit")])
+def test_a_definition_changed_while_a_variant_is_looked_up(tmp_path: pathlib.Path, change: str, plain: str) -> None:
+    """The program's field operator is rebound after a variant's direct key was read and before
+    gt4py lowers it: between two variants of one ``compile()`` call (whose variants share one
+    reading of the definition), or while gtcache looks up a variant a call of the program
+    compiles. gt4py lowers the new operator; the variant's direct link is written only if a
+    reading once lowered gives the key it was looked up with, so a fresh process with the module
+    as written is never served the rebound operator's build (it was: ``3 * a + 100`` for
+    ``3 * a``, found by two reviews; the second case is older than the sharing)."""
     (tmp_path / "race.py").write_text(RACE_MODULE)
+    time.sleep(1.1)  # older than the processes' start, also where times are whole seconds
     store = tmp_path / "store"
     env = {"PYTHONPATH": pythonpath(tmp_path), "PYTHONDONTWRITEBYTECODE": "1", "GTCACHE_DIR": str(store)}
 
@@ -298,22 +313,24 @@ def test_a_definition_changed_between_the_variants_of_one_compile_call(tmp_path:
         return json.loads(next(line for line in out.splitlines() if line.startswith("REPORT ")).removeprefix("REPORT "))  # type: ignore[no-any-return]
 
     a = [0.0, 1.0, 2.0, 3.0]
-    raced = run("rebind", "2.0,3.0")
-    assert raced["outcomes"] == [["compiled", None], ["compiled", None]], raced
-    assert raced["outs"] == [[2 * x for x in a], [3 * x + 100 for x in a]], "what gt4py alone compiles"
-    fresh = run("none", "3.0")
+    raced = run(change, "2.0,3.0")  # (called, the program has one variant: factor is not static)
+    assert raced["outcomes"] == [["compiled", None]] * (2 if change == "rebind" else 1), raced
+    assert raced["outs"] == [[2 * x + 100 * (change == "rebind-jit") for x in a], [3 * x + 100 for x in a]], (
+        "what gt4py alone compiles"
+    )
+    fresh = run(plain, "3.0")
     assert fresh["outs"] == [[3 * x for x in a]], f"the module as written: {fresh}"
     assert fresh["outcomes"] == [["compiled", None]], fresh
-    again = run("none", "2.0,3.0")  # both now stored under the definition as written
-    assert again["outs"] == [[2 * x for x in a], [3 * x for x in a]] and again["outcomes"] == [["hit", "direct"]] * 2, again
+    again = run(plain, "3.0")  # now stored and linked under the definition as written
+    assert again["outs"] == [[3 * x for x in a]] and again["outcomes"] == [["hit", "direct"]], again
 
 
 def test_a_file_edited_between_the_variants_of_one_compile_call(tmp_path: pathlib.Path) -> None:
     """The program's file is edited between the first and second variant of a call whose first
-    variant was served: the second lowers (a miss), its fresh reading finds the file changed
-    since the process started (no direct key, as outside a call), and the third, stored under
-    the definition as it was, is not served by the call's first reading either: gt4py alone
-    compiles the edited program for both (``fo(out, ...)`` into zeros)."""
+    variant was served: the second lowers (a miss), its reading once lowered finds the file
+    changed since the process started (no direct key, as outside a call), and the third,
+    stored under the definition as it was, is not served by the call's first reading either:
+    gt4py alone compiles the edited program for both (``fo(out, ...)`` into zeros)."""
     (tmp_path / "race.py").write_text(RACE_MODULE)
     store = tmp_path / "store"
     env = {"PYTHONPATH": pythonpath(tmp_path), "PYTHONDONTWRITEBYTECODE": "1", "GTCACHE_DIR": str(store)}
@@ -323,8 +340,18 @@ def test_a_file_edited_between_the_variants_of_one_compile_call(tmp_path: pathli
         return json.loads(next(line for line in out.splitlines() if line.startswith("REPORT ")).removeprefix("REPORT "))  # type: ignore[no-any-return]
 
     a = [0.0, 1.0, 2.0, 3.0]
-    time.sleep(2.1)  # the module settles (a file changed within 2 s of a start is never keyed)
+    time.sleep(1.1)  # older than the processes' start, also where times are whole seconds
     assert run("none", "1.0,3.0")["outcomes"] == [["compiled", None]] * 2
     raced = run("edit", "1.0,2.0,3.0")
     assert raced["outcomes"] == [["hit", "direct"], ["compiled", None], ["compiled", None]], raced
     assert raced["outs"] == [a, [0.0] * 4, [0.0] * 4], raced
+    assert raced["warnings"] == [], raced
+
+    # The same in self-check mode (it lowers every hit: the call's reading is never shared):
+    # the link of factor 3 names the file as it was, and is no self-check failure (it was).
+    (tmp_path / "race.py").write_text(RACE_MODULE)
+    time.sleep(1.1)
+    env["GTCACHE_SELF_CHECK"] = "1"
+    checked = run("edit", "1.0,3.0")
+    assert checked["outcomes"] == [["hit", "direct"], ["hit", "build"]], checked  # (the edited build is stored)
+    assert checked["outs"] == [a, [0.0] * 4] and checked["warnings"] == [], checked

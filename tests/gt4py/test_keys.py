@@ -514,25 +514,38 @@ def test_one_compile_call_reads_the_backend_once() -> None:
 
 
 def test_no_reading_is_shared_while_callbacks_run_in_the_call() -> None:
-    """A callback registered on gt4py's ``compile_variant_hook`` runs before each variant of a
-    ``compile()`` call and may change the definition or the backend: while one is registered,
-    the call's variants are keyed as they are then, each (as outside a call)."""
+    """A callback on gt4py's ``compile_variant_hook`` runs before each variant of a ``compile()``
+    call and may change the definition or the backend: while one is there (registered before
+    or during the call), each variant is keyed as they are then (as outside a call)."""
     from gt4py.next.otf import compiled_program
+    from gt4py.next.otf.arguments import CompileTimeArgs
 
+    from gtcache import examples
     from gtcache.gt4py import ingredients
+
+    backend = _compat.gtfn_backend()
+    flags = backend.executor.compilation.builder_factory.cmake_extra_flags
+
+    def config() -> str:
+        return ingredients.direct_ingredients(backend, examples.axpy.definition_stage, CompileTimeArgs.empty())["backend_config"]
 
     def callback(program_pool: Any, key: Any, backend: Any, argument_descriptors: Any, offset_provider: Any) -> None:
         pass
 
     with ingredients.one_compile_call():
-        assert ingredients.in_compile_call()
-    compiled_program.compile_variant_hook.register(callback, name="gtcache-test")
-    try:
-        with ingredients.one_compile_call():
-            assert not ingredients.in_compile_call()
-    finally:
-        compiled_program.compile_variant_hook.remove("gtcache-test")
-    assert not ingredients.in_compile_call()
+        first = config()
+        compiled_program.compile_variant_hook.register(callback, name="gtcache-test")
+        try:
+            flags.append("-DCMAKE_CXX_FLAGS=-O1")
+            second = config()
+            assert second != first, "a callback registered during the call: read anew"
+            flags.append("-DCMAKE_CXX_FLAGS=-O3")
+            assert config() != second, "and at each variant while it is there"
+        finally:
+            compiled_program.compile_variant_hook.remove("gtcache-test")
+        third = config()
+        flags.append("-DCMAKE_CXX_FLAGS=-O0")
+        assert config() == third, "shared again once it is gone"
 
 
 OPERATOR_SOURCE = '''

@@ -508,10 +508,14 @@ _PLANNING_CLASSES: dict[type, type] = {}
 
 
 def variant_callbacks() -> bool:
-    """Whether callbacks are registered on gt4py's ``compile_variant_hook``: code of the user's
-    that gt4py runs before each variant of a ``compile()`` call (True when it cannot tell)."""
+    """Whether gt4py's ``compile_variant_hook`` has callbacks besides its own definition: code
+    of the user's that gt4py runs before each variant of a ``compile()`` call (True when it
+    cannot tell)."""
     hook = getattr(compiled_program, "compile_variant_hook", None)
-    return hook is not None and bool(getattr(hook, "registry", True))
+    if hook is None:
+        return False
+    callbacks, definition = getattr(hook, "callbacks", None), getattr(hook, "definition", None)
+    return callbacks is None or any(callback is not definition for callback in callbacks)
 
 
 def has_custom_compile(backend: Any) -> bool:

@@ -32,7 +32,6 @@ from gtcache.gt4py.ingredients import (
     backend_name,
     build_ingredients,
     direct_ingredients,
-    in_compile_call,
     keying_problem,
     make_key,
 )
@@ -281,7 +280,8 @@ class Hook:
             self._record(Outcome(program["name"], name, "bypassed", None, 0.0, detail="custom compile"))
             return original(backend, definition_stage, cta)
 
-        direct_key = self._direct_key(backend, definition_stage, cta)
+        # (self-check lowers every hit: its key is read as it is now, never the call's reading)
+        direct_key = self._direct_key(backend, definition_stage, cta, fresh=self.config.self_check)
         if direct_key is not None:
             for store in stores:
                 build_key = store.build_key_of(direct_key)
@@ -297,8 +297,6 @@ class Hook:
             )) is not None:
                 return served
 
-        if in_compile_call():  # what lowers is keyed as it is now, not as the call first read it
-            direct_key = self._direct_key(backend, definition_stage, cta, fresh=True)
         task = original(backend, definition_stage, cta)  # gt4py lowers the program here
         try:
             ingredients = build_ingredients(backend, task.construct_compilable(False))
@@ -306,10 +304,15 @@ class Hook:
             self._record(Outcome(program["name"], name, "bypassed", None, 0.0, detail=repr(error)))
             return task
         key = make_key(BUILD_KEY_KIND, ingredients)
-        if direct_key is not None and not _compat.parsed_as_defined(backend, definition_stage):
-            # What gt4py lowered is not what the definition says now (see parsed_as_defined):
-            # linked, the direct key would name a build of another definition in every process.
-            _log.info("gtcache: '%s' differs from what gt4py parsed of it; not linking its direct key", program["name"])
+        if direct_key is not None and (
+            self._direct_key(backend, definition_stage, cta, fresh=True) != direct_key
+            or not _compat.parsed_as_defined(backend, definition_stage)
+        ):
+            # The definition or the backend changed since the variant was looked up (another
+            # thread meanwhile; a compile() call's shared reading: one_compile_call), or what
+            # gt4py lowered is not what the definition says now (see parsed_as_defined): linked,
+            # the direct key would name a build of another definition in every process.
+            _log.info("gtcache: '%s' differs from what gt4py lowered of it; not linking its direct key", program["name"])
             direct_key = None
         for store in stores:
             loaded = self._load(store, key, backend)

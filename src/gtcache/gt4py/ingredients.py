@@ -29,7 +29,6 @@ __all__ = [
     "direct_ingredients",
     "keying_problem",
     "make_key",
-    "in_compile_call",
     "one_compile_call",
 ]
 
@@ -82,26 +81,20 @@ def one_compile_call() -> Iterator[None]:
     variant), taken for the first.
 
     A variant served by such a key is what the program was when that reading was taken: a
-    change made meanwhile by another thread or process counts as made after the variant was
-    served, and shows to the next variant that lowers. Every variant that lowers (a miss,
-    a build-key hit) is keyed by a fresh reading (``direct_ingredients(fresh=True)``), which
-    the rest of the call then shares: gt4py lowers the definition and backend as they are
-    then, and a direct link always names what was lowered (a file edited since the process
-    started gives no direct key, as outside a call). No reading is shared while callbacks are
-    registered on gt4py's ``compile_variant_hook``: user code that runs inside the call,
-    before each variant, and may change either. The next call, and a variant compiled by a
-    call of the program, read both anew."""
+    change made meanwhile by another thread or process counts as made after that variant.
+    Nothing is linked by it unread: a variant that lowers (a miss, a build-key hit) is read
+    afresh once lowered (``direct_ingredients(fresh=True)``), and its direct link written only
+    if that reading gives the key it was looked up with (``_hook.Hook.make_task``); the fresh
+    reading is the call's from then on, and one that fails (a file changed since the process
+    started) leaves the call without one. While gt4py's ``compile_variant_hook`` has callbacks
+    of the user's (code that runs in the call, before each variant), no reading is shared.
+    The next call, and a variant compiled by a call of the program, read both anew."""
     call = _call
-    outer, call.token = call.token, (None if _compat.variant_callbacks() else object())
+    outer, call.token = call.token, object()
     try:
         yield
     finally:
         call.token, call.found = outer, None
-
-
-def in_compile_call() -> bool:
-    """Whether the direct keys made now share a reading (``one_compile_call``)."""
-    return _call.token is not None
 
 
 def _in_this_call(backend: Any, definition_stage: Any, fresh: bool) -> tuple[str, str]:
@@ -110,7 +103,7 @@ def _in_this_call(backend: Any, definition_stage: Any, fresh: bool) -> tuple[str
     call = _call
     token, found = call.token, call.found
     if (not fresh and found is not None and found[0] is token and found[1] is definition_stage
-            and found[2] is backend):
+            and found[2] is backend and not _compat.variant_callbacks()):
         return found[3], found[4]
     call.found = None  # (a reading that fails is never shared)
     definition, config = definition_fingerprint(definition_stage), _facts.backend_config(backend)
