@@ -86,8 +86,9 @@ def one_compile_call() -> Iterator[None]:
     afresh once lowered (``direct_ingredients(fresh=True)``), and its direct link written only
     if that reading gives the key it was looked up with (``_hook.Hook.make_task``); the fresh
     reading is the call's from then on, and one that fails (a file changed since the process
-    started) leaves the call without one. While gt4py's ``compile_variant_hook`` has callbacks
-    of the user's (code that runs in the call, before each variant), no reading is shared.
+    started) leaves the call without one. Once gt4py's ``compile_variant_hook`` is seen with
+    callbacks of the user's (code that runs in the call, before each variant), no reading is
+    shared for the rest of the call.
     The next call, and a variant compiled by a call of the program, read both anew."""
     call = _call
     outer, call.token = call.token, object()
@@ -101,9 +102,10 @@ def _in_this_call(backend: Any, definition_stage: Any, fresh: bool) -> tuple[str
     """The definition's fingerprint and the backend's configuration: the call's reading
     (``one_compile_call``), or a fresh one."""
     call = _call
+    if call.token is not None and _compat.variant_callbacks():
+        call.token = None  # none shared for the rest of the call (a callback may remove itself)
     token, found = call.token, call.found
-    if (not fresh and found is not None and found[0] is token and found[1] is definition_stage
-            and found[2] is backend and not _compat.variant_callbacks()):
+    if not fresh and found is not None and found[0] is token and found[1] is definition_stage and found[2] is backend:
         return found[3], found[4]
     call.found = None  # (a reading that fails is never shared)
     definition, config = definition_fingerprint(definition_stage), _facts.backend_config(backend)
