@@ -15,6 +15,7 @@ import json
 import os
 import pathlib
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -294,6 +295,20 @@ print("REPORT " + json.dumps({"outs": outs, "outcomes": [(o.status, o.via) for o
 """
 
 
+def racing(folder: pathlib.Path) -> Callable[..., dict]:
+    """Writes ``race.py`` into ``folder`` (settled: older than the processes' start, also where
+    times are whole seconds); a function running ``RACE_SCRIPT`` with a store there."""
+    (folder / "race.py").write_text(RACE_MODULE)
+    time.sleep(1.1)
+
+    def run(change: str, factors: str, **env: str) -> dict:
+        env = {"PYTHONPATH": pythonpath(folder), "PYTHONDONTWRITEBYTECODE": "1", "GTCACHE_DIR": str(folder / "store"), **env}
+        out = run_python(RACE_SCRIPT, change, factors, env=env)
+        return json.loads(next(line for line in out.splitlines() if line.startswith("REPORT ")).removeprefix("REPORT "))  # type: ignore[no-any-return]
+
+    return run
+
+
 @pytest.mark.parametrize(("change", "plain"), [("rebind", "none"), ("rebind-jit", "jit")])
 def test_a_definition_changed_while_a_variant_is_looked_up(tmp_path: pathlib.Path, change: str, plain: str) -> None:
     """The program's field operator is rebound after a variant's direct key was read and before
@@ -303,16 +318,7 @@ def test_a_definition_changed_while_a_variant_is_looked_up(tmp_path: pathlib.Pat
     reading once lowered gives the key it was looked up with, so a fresh process with the module
     as written is never served the rebound operator's build (it was: ``3 * a + 100`` for
     ``3 * a``, found by two reviews; the second case is older than the sharing)."""
-    (tmp_path / "race.py").write_text(RACE_MODULE)
-    time.sleep(1.1)  # older than the processes' start, also where times are whole seconds
-    store = tmp_path / "store"
-    env = {"PYTHONPATH": pythonpath(tmp_path), "PYTHONDONTWRITEBYTECODE": "1", "GTCACHE_DIR": str(store)}
-
-    def run(change: str, factors: str) -> dict:
-        out = run_python(RACE_SCRIPT, change, factors, env=env)
-        return json.loads(next(line for line in out.splitlines() if line.startswith("REPORT ")).removeprefix("REPORT "))  # type: ignore[no-any-return]
-
-    a = [0.0, 1.0, 2.0, 3.0]
+    run, a = racing(tmp_path), [0.0, 1.0, 2.0, 3.0]
     raced = run(change, "2.0,3.0")  # (called, the program has one variant: factor is not static)
     assert raced["outcomes"] == [["compiled", None]] * (2 if change == "rebind" else 1), raced
     assert raced["outs"] == [[2 * x + 100 * (change == "rebind-jit") for x in a], [3 * x + 100 for x in a]], (
@@ -331,16 +337,7 @@ def test_a_file_edited_between_the_variants_of_one_compile_call(tmp_path: pathli
     changed since the process started (no direct key, as outside a call), and the third,
     stored under the definition as it was, is not served by the call's first reading either:
     gt4py alone compiles the edited program for both (``fo(out, ...)`` into zeros)."""
-    (tmp_path / "race.py").write_text(RACE_MODULE)
-    store = tmp_path / "store"
-    env = {"PYTHONPATH": pythonpath(tmp_path), "PYTHONDONTWRITEBYTECODE": "1", "GTCACHE_DIR": str(store)}
-
-    def run(change: str, factors: str) -> dict:
-        out = run_python(RACE_SCRIPT, change, factors, env=env)
-        return json.loads(next(line for line in out.splitlines() if line.startswith("REPORT ")).removeprefix("REPORT "))  # type: ignore[no-any-return]
-
-    a = [0.0, 1.0, 2.0, 3.0]
-    time.sleep(1.1)  # older than the processes' start, also where times are whole seconds
+    run, a = racing(tmp_path), [0.0, 1.0, 2.0, 3.0]
     assert run("none", "1.0,3.0")["outcomes"] == [["compiled", None]] * 2
     raced = run("edit", "1.0,2.0,3.0")
     assert raced["outcomes"] == [["hit", "direct"], ["compiled", None], ["compiled", None]], raced
@@ -351,7 +348,6 @@ def test_a_file_edited_between_the_variants_of_one_compile_call(tmp_path: pathli
     # the link of factor 3 names the file as it was, and is no self-check failure (it was).
     (tmp_path / "race.py").write_text(RACE_MODULE)
     time.sleep(1.1)
-    env["GTCACHE_SELF_CHECK"] = "1"
-    checked = run("edit", "1.0,3.0")
+    checked = run("edit", "1.0,3.0", GTCACHE_SELF_CHECK="1")
     assert checked["outcomes"] == [["hit", "direct"], ["hit", "build"]], checked  # (the edited build is stored)
     assert checked["outs"] == [a, [0.0] * 4] and checked["warnings"] == [], checked
