@@ -481,6 +481,56 @@ def test_a_backend_changed_in_place_changes_the_key(tmp_path: pathlib.Path, fact
     }
 
 
+BACKEND_RACE_SCRIPT = """
+import json, sys, threading, warnings
+from gt4py.next.otf import compiled_program
+from gtcache import examples
+from gtcache.gt4py import _compat, active_hook
+
+backend = _compat.gtfn_backend()  # a backend of this process's own
+flags = backend.executor.compilation.builder_factory.cmake_extra_flags
+changed_in = []
+
+def profile(frame, event, arg):  # another thread's change, as a worker takes the task up
+    if (event == "call" and not changed_in and frame.f_code.co_name == "__call__"
+            and frame.f_code.co_filename.endswith("compilation/compiler.py")):
+        changed_in.append(threading.current_thread() is threading.main_thread())
+        flags.append("-DCMAKE_CXX_FLAGS=-O1")
+
+example = examples.EXAMPLES["axpy"]
+with warnings.catch_warnings(record=True) as said:
+    warnings.simplefilter("always")
+    threading.setprofile_all_threads(profile)
+    example.program.with_backend(backend).compile(offset_provider=example.offset_provider(8))
+    compiled_program.wait_for_compilation()
+    threading.setprofile_all_threads(None)
+print("REPORT " + json.dumps({
+    "changed_in_main_thread": changed_in, "flags": flags,
+    "outcomes": [(o.status, o.detail) for o in active_hook().outcomes],
+    "warnings": [str(w.message) for w in said if "gtcache" in str(w.message)]}))
+"""
+
+
+@pytest.mark.slow
+def test_a_backend_changed_in_place_while_its_variant_waits_for_a_worker_is_not_stored(tmp_path: pathlib.Path) -> None:
+    """gt4py's thread runner builds a variant when a worker takes its task up, with the backend
+    as it is then: flags added to the build factory in place meanwhile reach the build, not the
+    key made with the task. Such a build is used, never stored (stored, every process with the
+    backend the key names would be served it). The other thread's change is made by a profile
+    function as the worker begins the build (``compiler.py``'s ``__call__``)."""
+    store = tmp_path / "store"
+    out = run_python(BACKEND_RACE_SCRIPT, env={"GTCACHE_DIR": str(store), "GT4PY_BUILD_JOBS_MODE": "thread"})
+    report = json.loads(next(line for line in out.splitlines() if line.startswith("REPORT ")).removeprefix("REPORT "))
+    assert report["changed_in_main_thread"] == [False], "changed in the worker, as it began the build"
+    assert report["flags"] == ["-DCMAKE_CXX_FLAGS=-O1"]
+    assert report["outcomes"] == [["compiled", "not stored: its backend was changed while it compiled"]]
+    assert report["warnings"] == [
+        "gtcache: 'axpy' was not stored: its backend (run_gtfn_cpu) was changed in place while it compiled"
+        " (this process uses the build)"
+    ]
+    assert not list(store.glob("entries/*/*")) and not list(store.glob("direct/*/*")), "nothing stored, nothing linked"
+
+
 def test_one_compile_call_reads_the_backend_once() -> None:
     """The variants of one gt4py ``compile()`` call share the backend's (and the definition's)
     fingerprint, found for the first (``ingredients.one_compile_call``): the call sees the

@@ -29,6 +29,7 @@ from gtcache.gt4py._loading import LoadedArtifact, artifact_of, publish_artifact
 from gtcache.gt4py.ingredients import (
     BUILD_KEY_KIND,
     DIRECT_KEY_KIND,
+    backend_changed,
     backend_name,
     build_ingredients,
     direct_ingredients,
@@ -96,6 +97,8 @@ class _Variant(NamedTuple):
     spec: dict[str, Any] | None = None
     #: Held while this process compiles the variant (other processes wait for it).
     lock: StoreLock | None = None
+    #: The backend object it is built with (``backend`` is its name).
+    backend_object: Any = None
 
 
 class _Loaded(NamedTuple):
@@ -332,7 +335,7 @@ class Hook:
         if lock is None:
             if (served := self._from_remote(program, name, key, direct_key, backend, start, spec)) is not None:
                 return served
-            return self._publishing(task, _Variant(program, name, key, ingredients, direct_key, start, spec))
+            return self._publishing(task, _Variant(program, name, key, ingredients, direct_key, start, spec, backend_object=backend))
         try:
             if (loaded := self._load(self.store, key, backend)) is not None:
                 lock.release()  # another process compiled it while this one waited
@@ -344,7 +347,7 @@ class Hook:
                 return served
             if self.config.explain:
                 self._explain(program, name, key, ingredients)
-            published = self._publishing(task, _Variant(program, name, key, ingredients, direct_key, start, spec, lock))
+            published = self._publishing(task, _Variant(program, name, key, ingredients, direct_key, start, spec, lock, backend))
             # Released when the task is published (``_publish``), when submitting it fails
             # (``submit``), or at the latest when gt4py drops a task it never submitted.
             weakref.finalize(published, lock.release)
@@ -655,6 +658,15 @@ class Hook:
         detail: str | None = None
         try:
             assert self.store is not None
+            if backend_changed(variant.backend_object, variant.ingredients):
+                # Changed in place after the key was made: gt4py's thread runner builds a variant
+                # when a worker takes it up, with the backend as it is then; stored, the build
+                # would be served to every process as made with the backend the key names.
+                detail = "not stored: its backend was changed while it compiled"
+                self.warn_once(f"'{name}' was not stored: its backend ({variant.backend}) was changed in place"
+                               " while it compiled", "this process uses the build", topic="backend changed")
+                self._record(Outcome(name, variant.backend, status, variant.key, seconds, detail=detail, spec=variant.spec))
+                return
             publish_artifact(
                 self.store, future.result(), key=variant.key, ingredients=variant.ingredients,
                 program=variant.program, compile_seconds=seconds,

@@ -13,7 +13,7 @@ argument types, static arguments, connectivity *types*, device, toolchain.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -25,6 +25,7 @@ from gtcache.keys import make_key
 __all__ = [
     "BUILD_KEY_KIND",
     "DIRECT_KEY_KIND",
+    "backend_changed",
     "build_ingredients",
     "direct_ingredients",
     "keying_problem",
@@ -112,6 +113,14 @@ def _in_this_call(backend: Any, definition_stage: Any, fresh: bool) -> tuple[str
     if token is not None:
         call.found = (token, definition_stage, backend, definition, config)
     return definition, config
+
+
+def backend_changed(backend: Any, ingredients: Mapping[str, Any]) -> bool:
+    """Whether ``backend``'s configuration is no longer the one ``ingredients`` name: changed in
+    place since they were made (its build factory is not frozen). gt4py builds a variant after
+    its key was made: its thread runner when a worker takes the task up, with the backend as
+    it is then (its process runner pickles the executor as the task is handed over)."""
+    return bool(_facts.backend_config(backend) != ingredients["backend_config"])
 
 
 def keying_problem() -> str | None:
