@@ -482,13 +482,19 @@ def test_a_backend_changed_in_place_changes_the_key(tmp_path: pathlib.Path, fact
 
 
 BACKEND_RACE_SCRIPT = """
-import json, sys, threading, warnings
+import copyreg, json, sys, threading, warnings
 from gt4py.next.otf import compiled_program
+from gt4py.next.otf.compilation import cache
 from gtcache import examples
 from gtcache.gt4py import _compat, active_hook
 
 backend = _compat.gtfn_backend()  # a backend of this process's own
-flags = backend.executor.compilation.builder_factory.cmake_extra_flags
+factory = backend.executor.compilation.builder_factory
+flags = factory.cmake_extra_flags
+if sys.argv[1] == "unpicklable":  # pickle refuses its build factory (gtcache's keys read it all the same)
+    def refuse(obj):
+        raise TypeError("not picklable")
+    copyreg.pickle(type(factory), refuse)
 changed_in = []
 
 def profile(frame, event, arg):  # another thread's change, as a worker takes the task up
@@ -507,28 +513,41 @@ with warnings.catch_warnings(record=True) as said:
 print("REPORT " + json.dumps({
     "changed_in_main_thread": changed_in, "flags": flags,
     "outcomes": [(o.status, o.detail) for o in active_hook().outcomes],
+    "built_with_the_flag": any("O1" in p.name for p in cache._session_cache_dir_path.iterdir()),
     "warnings": [str(w.message) for w in said if "gtcache" in str(w.message)]}))
 """
 
 
 @pytest.mark.slow
-def test_a_backend_changed_in_place_while_its_variant_waits_for_a_worker_is_not_stored(tmp_path: pathlib.Path) -> None:
-    """gt4py's thread runner builds a variant when a worker takes its task up, with the backend
-    as it is then: flags added to the build factory in place meanwhile reach the build, not the
-    key made with the task. Such a build is used, never stored (stored, every process with the
-    backend the key names would be served it). The other thread's change is made by a profile
-    function as the worker begins the build (``compiler.py``'s ``__call__``)."""
+@pytest.mark.parametrize("executor", ["picklable", "unpicklable"])
+def test_a_backend_changed_in_place_while_its_variant_waits_for_a_worker(tmp_path: pathlib.Path, executor: str) -> None:
+    """gt4py's thread runner builds a variant when a worker takes its task up: flags added to
+    the backend's build factory in place meanwhile would reach the build, not the key made
+    with the task (they did: stored under the key of the backend as it was). The task is built
+    with a copy of the executor made with the key (pickled, as gt4py's process runner hands a
+    task over): stored, built without them. An executor pickle refuses is built as it is then,
+    and read again once built: changed, the build is used, not stored. The other thread's
+    change is made by a profile function as the worker begins the build (``compiler.py``)."""
     store = tmp_path / "store"
-    out = run_python(BACKEND_RACE_SCRIPT, env={"GTCACHE_DIR": str(store), "GT4PY_BUILD_JOBS_MODE": "thread"})
+    out = run_python(BACKEND_RACE_SCRIPT, executor,
+                     env={"GTCACHE_DIR": str(store), "GT4PY_BUILD_JOBS_MODE": "thread",
+                          "GT4PY_BUILD_CACHE_LIFETIME": "session"})  # (its build folders its own)
     report = json.loads(next(line for line in out.splitlines() if line.startswith("REPORT ")).removeprefix("REPORT "))
     assert report["changed_in_main_thread"] == [False], "changed in the worker, as it began the build"
     assert report["flags"] == ["-DCMAKE_CXX_FLAGS=-O1"]
-    assert report["outcomes"] == [["compiled", "not stored: its backend was changed while it compiled"]]
-    assert report["warnings"] == [
-        "gtcache: 'axpy' was not stored: its backend (run_gtfn_cpu) was changed in place while it compiled"
-        " (this process uses the build)"
-    ]
-    assert not list(store.glob("entries/*/*")) and not list(store.glob("direct/*/*")), "nothing stored, nothing linked"
+    entries, links = list(store.glob("entries/*/*")), list(store.glob("direct/*/*"))
+    if executor == "picklable":
+        assert report["built_with_the_flag"] is False, "built with the copy made with the key"
+        assert report["outcomes"] == [["compiled", None]] and report["warnings"] == []
+        assert len(entries) == 1 and len(links) == 1
+    else:
+        assert report["built_with_the_flag"] is True, "built with the backend as changed"
+        assert report["outcomes"] == [["compiled", "not stored: its backend was changed while it compiled"]]
+        assert report["warnings"] == [
+            "gtcache: 'axpy' was not stored: its backend (run_gtfn_cpu) was changed in place while it compiled"
+            " (this process uses the build)"
+        ]
+        assert entries == [] and links == [], "nothing stored, nothing linked"
 
 
 def test_one_compile_call_reads_the_backend_once() -> None:

@@ -523,6 +523,17 @@ def has_custom_compile(backend: Any) -> bool:
     return getattr(type(backend), "compile", None) is not gtx_backend.Backend.compile
 
 
+def detached(backend: Any, executor: Any) -> Any | None:
+    """``backend`` with a copy of ``executor`` (a task's: the backend's) that nothing else holds,
+    made as gt4py's process runner hands a task to its worker (pickled, then unpickled): a
+    variant built with it is what its configuration says, whatever is changed in place on
+    ``backend`` meanwhile. None when it cannot be made (an executor pickle refuses)."""
+    try:
+        return dataclasses.replace(backend, executor=pickle.loads(pickle.dumps(executor)))
+    except Exception:  # (what pickle refuses, a backend that is not a data class)
+        return None
+
+
 def scalar_parameters(program: Any) -> dict[str, str | None]:
     """A program's parameters: scalar kind name (``FLOAT64``, ``INT32``, ``BOOL``) or None (fields...)."""
     params = program.past_stage.past_node.type.definition.pos_or_kw_args

@@ -29,7 +29,7 @@ from gtcache.gt4py._loading import LoadedArtifact, artifact_of, publish_artifact
 from gtcache.gt4py.ingredients import (
     BUILD_KEY_KIND,
     DIRECT_KEY_KIND,
-    backend_changed,
+    backend_changed as _changed,
     backend_name,
     build_ingredients,
     direct_ingredients,
@@ -97,8 +97,9 @@ class _Variant(NamedTuple):
     spec: dict[str, Any] | None = None
     #: Held while this process compiles the variant (other processes wait for it).
     lock: StoreLock | None = None
-    #: The backend object it is built with (``backend`` is its name).
-    backend_object: Any = None
+    #: The backend whose executor builds it, when no copy of the executor could be made for
+    #: it (``_compat.detached``): its configuration is read again once built (``backend`` is its name).
+    live_backend: Any = None
 
 
 class _Loaded(NamedTuple):
@@ -301,8 +302,12 @@ class Hook:
                 return served
 
         task = original(backend, definition_stage, cta)  # gt4py lowers the program here
+        # Built with a copy of the executor made now, keyed by that copy: gt4py's thread runner
+        # builds a task when a worker takes it up, and flags added to the backend's build factory
+        # meanwhile would reach the build, not the key (docs/keys.md).
+        built_with = _compat.detached(backend, task.executor)
         try:
-            ingredients = build_ingredients(backend, task.construct_compilable(False))
+            ingredients = build_ingredients(built_with or backend, task.construct_compilable(False))
         except Exception as error:  # a program gtcache does not understand passes through
             self._record(Outcome(program["name"], name, "bypassed", None, 0.0, detail=repr(error)))
             return task
@@ -331,11 +336,12 @@ class Hook:
         if (problem := self.store.unsafe_problem()) is not None:  # one warning, not the lock's and the publish's
             self._cannot_write(f"cannot publish to '{self.store.root}': {problem}")
             return task
+        executor, live = (task.executor, backend) if built_with is None else (built_with.executor, None)
         lock = self._claim(key, program["name"])
         if lock is None:
             if (served := self._from_remote(program, name, key, direct_key, backend, start, spec)) is not None:
                 return served
-            return self._publishing(task, _Variant(program, name, key, ingredients, direct_key, start, spec, backend_object=backend))
+            return self._publishing(task, executor, _Variant(program, name, key, ingredients, direct_key, start, spec, live_backend=live))
         try:
             if (loaded := self._load(self.store, key, backend)) is not None:
                 lock.release()  # another process compiled it while this one waited
@@ -347,7 +353,7 @@ class Hook:
                 return served
             if self.config.explain:
                 self._explain(program, name, key, ingredients)
-            published = self._publishing(task, _Variant(program, name, key, ingredients, direct_key, start, spec, lock, backend))
+            published = self._publishing(task, executor, _Variant(program, name, key, ingredients, direct_key, start, spec, lock, live))
             # Released when the task is published (``_publish``), when submitting it fails
             # (``submit``), or at the latest when gt4py drops a task it never submitted.
             weakref.finalize(published, lock.release)
@@ -357,11 +363,11 @@ class Hook:
             raise
 
     @staticmethod
-    def _publishing(task: Any, variant: _Variant) -> _PublishingTask:
+    def _publishing(task: Any, executor: Any, variant: _Variant) -> _PublishingTask:
         return _PublishingTask(
             name=task.name,
             construct_compilable=task.construct_compilable,
-            executor=task.executor,
+            executor=executor,
             no_offload_reason=task.no_offload_reason,
             variant=variant,
         )
@@ -658,10 +664,10 @@ class Hook:
         detail: str | None = None
         try:
             assert self.store is not None
-            if backend_changed(variant.backend_object, variant.ingredients):
-                # Changed in place after the key was made: gt4py's thread runner builds a variant
-                # when a worker takes it up, with the backend as it is then; stored, the build
-                # would be served to every process as made with the backend the key names.
+            if variant.live_backend is not None and _changed(variant.live_backend, variant.ingredients):
+                # Changed in place after the key was made (built with the backend itself: no copy
+                # of its executor could be made); stored, the build would be served to every
+                # process as made with the backend the key names.
                 detail = "not stored: its backend was changed while it compiled"
                 self.warn_once(f"'{name}' was not stored: its backend ({variant.backend}) was changed in place"
                                " while it compiled", "this process uses the build", topic="backend changed")

@@ -116,11 +116,12 @@ def _in_this_call(backend: Any, definition_stage: Any, fresh: bool) -> tuple[str
 
 
 def backend_changed(backend: Any, ingredients: Mapping[str, Any]) -> bool:
-    """Whether ``backend``'s configuration is no longer the one ``ingredients`` name: changed in
-    place since they were made (its build factory is not frozen). gt4py builds a variant after
-    its key was made: its thread runner when a worker takes the task up, with the backend as
-    it is then (its process runner pickles the executor as the task is handed over)."""
-    return bool(_facts.backend_config(backend) != ingredients["backend_config"])
+    """Whether ``backend``'s configuration is no longer the one ``ingredients`` name (changed in
+    place since they were made: its build factory is not frozen), or cannot be read now."""
+    try:
+        return bool(_facts.backend_config(backend) != ingredients["backend_config"])
+    except Exception:  # (read when the ingredients were made: something changed)
+        return True
 
 
 def keying_problem() -> str | None:
