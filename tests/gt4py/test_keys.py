@@ -503,10 +503,18 @@ def profile(frame, event, arg):  # another thread's change, as a worker takes th
         changed_in.append(threading.current_thread() is threading.main_thread())
         flags.append("-DCMAKE_CXX_FLAGS=-O1")
 
+def around_the_copy(frame, event, arg):  # ... made as the executor is copied, undone after
+    if frame.f_code.co_name == "detached" and frame.f_code.co_filename.endswith("_compat.py"):
+        if event == "call":
+            changed_in.append(threading.current_thread() is threading.main_thread())
+            flags.append("-DCMAKE_CXX_FLAGS=-O1")
+        elif event == "return":
+            flags.remove("-DCMAKE_CXX_FLAGS=-O1")
+
 example = examples.EXAMPLES["axpy"]
 with warnings.catch_warnings(record=True) as said:
     warnings.simplefilter("always")
-    threading.setprofile_all_threads(profile)
+    threading.setprofile_all_threads(around_the_copy if sys.argv[1] == "around the copy" else profile)
     example.program.with_backend(backend).compile(offset_provider=example.offset_provider(8))
     compiled_program.wait_for_compilation()
     threading.setprofile_all_threads(None)
@@ -519,7 +527,7 @@ print("REPORT " + json.dumps({
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("executor", ["picklable", "unpicklable"])
+@pytest.mark.parametrize("executor", ["picklable", "unpicklable", "around the copy"])
 def test_a_backend_changed_in_place_while_its_variant_waits_for_a_worker(tmp_path: pathlib.Path, executor: str) -> None:
     """gt4py's thread runner builds a variant when a worker takes its task up: flags added to
     the backend's build factory in place meanwhile would reach the build, not the key made
@@ -527,15 +535,24 @@ def test_a_backend_changed_in_place_while_its_variant_waits_for_a_worker(tmp_pat
     with a copy of the executor made with the key (pickled, as gt4py's process runner hands a
     task over): stored, built without them. An executor pickle refuses is built as it is then,
     and read again once built: changed, the build is used, not stored. The other thread's
-    change is made by a profile function as the worker begins the build (``compiler.py``)."""
+    change is made by a profile function as the worker begins the build (``compiler.py``), or
+    as the executor is copied and undone after it (the build is stored under the key of the
+    backend as copied, but the direct key, of the backend as it was before and is again after,
+    is not linked to it)."""
     store = tmp_path / "store"
     out = run_python(BACKEND_RACE_SCRIPT, executor,
                      env={"GTCACHE_DIR": str(store), "GT4PY_BUILD_JOBS_MODE": "thread",
                           "GT4PY_BUILD_CACHE_LIFETIME": "session"})  # (its build folders its own)
     report = json.loads(next(line for line in out.splitlines() if line.startswith("REPORT ")).removeprefix("REPORT "))
+    entries, links = list(store.glob("entries/*/*")), list(store.glob("direct/*/*"))
+    if executor == "around the copy":
+        assert report["changed_in_main_thread"] == [True] and report["flags"] == [], "changed and undone"
+        assert report["built_with_the_flag"] is True, "built with the copy, as changed"
+        assert report["outcomes"] == [["compiled", None]] and report["warnings"] == []
+        assert len(entries) == 1 and links == [], "stored under the build key of the copy, not linked"
+        return
     assert report["changed_in_main_thread"] == [False], "changed in the worker, as it began the build"
     assert report["flags"] == ["-DCMAKE_CXX_FLAGS=-O1"]
-    entries, links = list(store.glob("entries/*/*")), list(store.glob("direct/*/*"))
     if executor == "picklable":
         assert report["built_with_the_flag"] is False, "built with the copy made with the key"
         assert report["outcomes"] == [["compiled", None]] and report["warnings"] == []

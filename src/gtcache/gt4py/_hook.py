@@ -313,11 +313,11 @@ class Hook:
             return task
         key = make_key(BUILD_KEY_KIND, ingredients)
         if direct_key is not None and (
-            self._direct_key(backend, definition_stage, cta, fresh=True) != direct_key
+            self._direct_key(built_with or backend, definition_stage, cta, fresh=True) != direct_key
             or not _compat.parsed_as_defined(backend, definition_stage)
         ):
-            # The definition or the backend changed since the variant was looked up (another
-            # thread meanwhile; a compile() call's shared reading: one_compile_call), or what
+            # The definition or the backend (as copied for the build) changed since the variant was
+            # looked up (another thread meanwhile; a compile() call's shared reading), or what
             # gt4py lowered is not what the definition says now (see parsed_as_defined): linked,
             # the direct key would name a build of another definition in every process.
             _log.info("gtcache: '%s' differs from what gt4py lowered of it; not linking its direct key", program["name"])
