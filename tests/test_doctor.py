@@ -59,6 +59,19 @@ def test_text_output_ends_with_the_verdict(tmp_path: pathlib.Path) -> None:
     assert proc.stdout.strip().splitlines()[-1].startswith("gtcache is active")
 
 
+@pytest.mark.parametrize("lifetime", ["persistent", "session"])
+def test_gt4py_persistent_build_cache_is_noted(tmp_path: pathlib.Path, lifetime: str) -> None:
+    """gt4py's persistent build cache reuses builds whatever the toolchain (keys.md, Known gaps): a
+    note, not a reason to exit 1."""
+    proc = _doctor(tmp_path, GTCACHE_DIR=str(tmp_path / "store"), GT4PY_BUILD_CACHE_LIFETIME=lifetime)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    noted = "note: GT4PY_BUILD_CACHE_LIFETIME=persistent: gt4py reuses the build folders" in proc.stdout
+    assert noted is (lifetime == "persistent")
+    report = json.loads(_doctor(tmp_path, "--json", GTCACHE_DIR=str(tmp_path / "store"),
+                                GT4PY_BUILD_CACHE_LIFETIME=lifetime).stdout)
+    assert len(report["gt4py_notes"]) == (lifetime == "persistent") and report["problem"] is None
+
+
 def test_store_that_cannot_be_opened_exits_1_naming_it(tmp_path: pathlib.Path) -> None:
     folder = tmp_path / "not-a-store"
     folder.mkdir()

@@ -17,7 +17,7 @@ def doctor_command(obj: Context, as_json: bool) -> None:
     """Say whether model runs in this interpreter are served from the store, and if not, why.
 
     Shows the versions, the start-up hook, every GTCACHE_* setting and where it came
-    from, the store (owner, mode, free space, locking, the folders whose owner or mode
+    from (and a note on gt4py's persistent build cache, which can store stale builds), the store (owner, mode, free space, locking, the folders whose owner or mode
     lookups refuse), the read-only tiers, each remote (GTCACHE_REMOTE) and whether it
     answers, and the toolchain facts in keys. Exits 1, naming the reason, when GTCACHE_DIR
     is set but a model run would not be served. Run it with the model's interpreter
@@ -57,6 +57,8 @@ def _text(report: object) -> None:
     width = max(len(s.name) for s in report.settings)
     for setting in report.settings:
         echo(f"  {setting.name:<{width}}  {setting.value}  [{setting.source}]")
+    for note in report.gt4py_notes:
+        echo(f"  note: {note}")
     store = report.store
     given = f"  (given as {store.given_path})" if store.given_path is not None else ""
     echo(f"Store:         {store.path}{given}")

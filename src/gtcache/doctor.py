@@ -184,6 +184,9 @@ class DoctorReport:
     problem: str | None
     #: Each ``GTCACHE_REMOTE`` URL and whether it answered (a ping, with its timeouts).
     remotes: tuple[RemoteReport, ...] = ()
+    #: gt4py settings under which a miss can be stored under a key that does not describe its
+    #: build (docs/keys.md, Known gaps): what each does. They do not stop a run.
+    gt4py_notes: tuple[str, ...] = ()
 
     @property
     def verdict(self) -> str:
@@ -260,10 +263,24 @@ def diagnose(
         gpu=_gpu(),
         problem=problem,
         remotes=_remotes(settings),
+        gt4py_notes=_gt4py_notes(env),
     )
 
 
 # -- parts ------------------------------------------------------------------------------------
+
+
+def _gt4py_notes(env: Mapping[str, str]) -> tuple[str, ...]:
+    """``DoctorReport.gt4py_notes``: read as gt4py reads them (``gt4py.next.config``)."""
+    notes = []
+    if env.get("GT4PY_BUILD_CACHE_LIFETIME", "").upper() == "PERSISTENT":
+        notes.append(
+            "GT4PY_BUILD_CACHE_LIFETIME=persistent: gt4py reuses the build folders and compile commands"
+            " of earlier processes whatever their compiler, flags or library versions, and what it"
+            " returns is stored under this process's key; leave it at 'session' (the store is the"
+            " persistent cache)."
+        )
+    return tuple(notes)
 
 
 def _version(distribution: str) -> str | None:
