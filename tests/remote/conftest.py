@@ -234,6 +234,7 @@ class SlowProxy:
         self.sock.listen(16)
         self.port = int(self.sock.getsockname()[1])
         self._lock = threading.Lock()
+        self._connections: list[socket.socket] = []
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self) -> None:
@@ -243,6 +244,8 @@ class SlowProxy:
             except OSError:
                 return
             server = socket.create_connection(self.upstream)
+            with self._lock:
+                self._connections += [client, server]
             threading.Thread(target=self._pipe, args=(client, server, True), daemon=True).start()
             threading.Thread(target=self._pipe, args=(server, client, False), daemon=True).start()
 
@@ -261,6 +264,14 @@ class SlowProxy:
             for end in (source, target):
                 with contextlib.suppress(OSError):
                     end.close()
+
+    def cut(self) -> None:
+        """Break every connection now, both ends, what is in flight with it (the link lost)."""
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for end in connections:
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)  # (wakes the pipe threads; they close it)
 
     def close(self) -> None:
         self.sock.close()
