@@ -814,3 +814,93 @@ def test_verify_by_another_user_goes_on_past_a_ledger_it_may_not_list(public: pa
         assert child(VERIFY_AS_NOBODY, store.root) == "[]"
     finally:
         os.chmod(store.root / "ledger", 0o755)
+
+
+# -- checks a mutation of the code once left unseen (each test fails with it) ----------------------
+
+
+def test_the_parents_of_an_index_folder_apart_from_the_store_are_checked(tmp_path: pathlib.Path) -> None:
+    """Whoever may rename in a parent of the index folder (0777, not sticky) may swap the index."""
+    root, parent = tmp_path / "store", tmp_path / "node-local"
+    gtcache.open_store(root).close()
+    (parent / "index").mkdir(parents=True)
+    os.chmod(parent, 0o777)
+    trust = TrustPolicy.from_env({})
+    with pytest.raises(gtcache.UntrustedStoreError) as refused:
+        gtcache.open_store(root, index_dir=parent / "index", trust=trust)
+    assert f"'{parent}' is writable by everyone" in str(refused.value), refused.value
+    os.chmod(parent, 0o1777)  # sticky, as /tmp
+    gtcache.open_store(root, index_dir=parent / "index", trust=trust).close()
+
+
+@pytest.mark.parametrize("folder", ["entries", "direct", "facts"])
+def test_a_store_folder_others_can_write_is_refused_when_the_store_is_opened(tmp_path: pathlib.Path, folder: str) -> None:
+    root = tmp_path / "store"
+    gtcache.open_store(root).close()
+    (root / folder).mkdir(exist_ok=True)
+    os.chmod(root / folder, 0o777)
+    with pytest.raises(gtcache.UntrustedStoreError) as refused:
+        gtcache.open_store(root, trust=TrustPolicy.from_env({}))
+    assert f"'{root / folder}' is writable by everyone" in str(refused.value), refused.value
+
+
+def test_a_trusted_group_trusts_its_members_only(tmp_path: pathlib.Path) -> None:
+    """``GTCACHE_TRUSTED_GROUPS`` trusts the owners that are in the group (by primary group or
+    membership), not every user with a name: ``daemon`` (uid 1) is no member of ``nogroup``."""
+    folder = tmp_path / "theirs"
+    folder.mkdir()
+    os.chown(folder, 1, 1)
+    os.chmod(folder, 0o755)
+    info = os.stat(folder)
+    problem = TrustPolicy.from_env({"GTCACHE_TRUSTED_GROUPS": "nogroup"}).problem(folder, info)
+    assert problem is not None and "belongs to user 'daemon'" in problem, problem
+    assert TrustPolicy.from_env({"GTCACHE_TRUSTED_GROUPS": "daemon"}).problem(folder, info) is None
+
+
+def test_a_store_config_reached_through_a_symlink_is_checked_where_it_is(tmp_path: pathlib.Path) -> None:
+    """The ``[remote]`` URLs of a store's ``gtcache.toml`` name the servers a run trusts: read
+    only when the store passes the checks where it really is, not where a symlink to it is."""
+    from gtcache.errors import GtcacheError
+    from gtcache.policies.config import remote_urls
+    from gtcache.settings import Settings
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    gtcache.open_store(shared / "store").close()
+    (shared / "store" / "gtcache.toml").write_text('[remote]\nurls = ["http://127.0.0.1:9/x"]\n')
+    (tmp_path / "link").symlink_to(shared / "store")
+    assert remote_urls(Settings.from_env(cache_dir=tmp_path / "link", env={}))[0] == ("http://127.0.0.1:9/x",)
+    os.chmod(shared, 0o777)  # anyone may now put another store (and its servers) there
+    with pytest.raises(GtcacheError, match=f"is not read: .*'{shared}' is writable by everyone"):
+        remote_urls(Settings.from_env(cache_dir=tmp_path / "link", env={}))
+
+
+def test_a_hit_writes_nothing_through_a_store_folder_that_is_a_symlink(tmp_path: pathlib.Path) -> None:
+    """``entries/`` replaced by a symlink to a folder outside the store (its checks follow it:
+    root's, 0755): lookups may read through it, but nothing is written there, not even a
+    hit's usage stamp (every write refuses until ``verify --repair``)."""
+    root, outside = tmp_path / "store", tmp_path / "outside"
+    store = gtcache.open_store(root)
+    key = publish(store).key
+    store.close()
+    shutil.move(root / "entries", outside)
+    (root / "entries").symlink_to(outside)
+    before = tree(outside)
+    store = gtcache.open_store(root)
+    assert store.lookup(key) is not None and store.unsafe_folders() == ((root / "entries", "a symbolic link"),)
+    store.touch(key)
+    assert tree(outside) == before
+
+
+def test_a_payload_file_that_is_a_symlink_is_not_loaded(tmp_path: pathlib.Path) -> None:
+    """Even where every owner is trusted (``*``): a payload file is read only as a regular file
+    in its entry folder, never through a symlink to another file, identical or not."""
+    trust = TrustPolicy.from_env({"GTCACHE_TRUSTED_USERS": "*"})
+    store = gtcache.open_store(tmp_path / "store", trust=trust)
+    entry = publish(store)
+    copy = tmp_path / "copy.py"
+    shutil.copy(entry.path / "program.py", copy)
+    (entry.path / "program.py").unlink()
+    (entry.path / "program.py").symlink_to(copy)
+    with pytest.raises(gtcache.CorruptEntryError, match="not a regular file"):
+        store.lookup(entry.key)
