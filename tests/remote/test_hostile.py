@@ -371,7 +371,7 @@ def test_a_name_server_that_does_not_answer_costs_the_connect_timeout(tmp_path: 
         server.close()
     assert "gtcache-no-answer.example" in server.questions, "the lookup asked the silent name server"
     assert first["said"] is not None and "looking up 'gtcache-no-answer.example' timed out" in first["said"], first
-    assert first["took"] < 5, first  # 15 s without the bound
+    assert first["took"] < 12, first  # 15 s without the bound (the margin: a loaded machine)
     assert first["broken"] is not None, first
 
 
@@ -386,7 +386,7 @@ def test_a_name_server_that_answers_once_is_asked_once(remote_url: str, tmp_path
     finally:
         server.close()
     assert first["said"] is None and first["broken"] is None, first  # a miss, the remote fine
-    assert first["took"] < 5, first
+    assert first["took"] < 12, first  # 15 s: the clients' own lookup held
     assert server.questions == ["gtcache-once.example"] * 2, server.questions
 
 
@@ -404,7 +404,7 @@ def test_a_lookup_given_up_leaves_a_forked_childs_lookups_alone(remote_url: str,
         server.close()
     assert report["first"]["said"] is not None and "timed out" in report["first"]["said"], report
     child = report["in_child"]
-    assert child["said"] is None and child["broken"] is None and child["took"] < 5, child
+    assert child["said"] is None and child["broken"] is None and child["took"] < 12, child
 
 
 def test_tls_checks_the_servers_certificate_against_the_name_not_the_address(
