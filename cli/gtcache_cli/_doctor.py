@@ -17,7 +17,8 @@ def doctor_command(obj: Context, as_json: bool) -> None:
     """Say whether model runs in this interpreter are served from the store, and if not, why.
 
     Shows the versions, the start-up hook, every GTCACHE_* setting and where it came
-    from (and a note on gt4py's persistent build cache, which can store stale builds), the store (owner, mode, free space, locking, the folders whose owner or mode
+    from (and a note on gt4py's persistent build cache, which can store stale builds),
+    the store (owner, mode, free space, locking, the folders whose owner or mode
     lookups refuse), the read-only tiers, each remote (GTCACHE_REMOTE) and whether it
     answers, and the toolchain facts in keys. Exits 1, naming the reason, when GTCACHE_DIR
     is set but a model run would not be served. Run it with the model's interpreter
