@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gzip
+import io
 import json
 import os
 import pathlib
 import subprocess
 import sys
+import tarfile
 import textwrap
 from collections.abc import Iterator
 from typing import Any
@@ -174,6 +177,25 @@ def validate(record: dict[str, Any]) -> None:
 
     schema = pathlib.Path(__file__).parents[1] / "cache_schema/v1/entry.schema.json"
     jsonschema.validate(record, json.loads(schema.read_text()))
+
+
+@contextlib.contextmanager
+def tar_as_exported(out: pathlib.Path, fmt: int = tarfile.USTAR_FORMAT) -> Iterator[tarfile.TarFile]:
+    """A hand-made ``.tar.gz`` in the framing ``gtcache export`` writes (its gzip header: no name,
+    no time; members added with default headers are as export's): an import refuses any other
+    framing first, before the check a test aims at."""
+    with open(out, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=fmt) as tar:
+        yield tar
+
+
+def gzip_as_exported(data: bytes) -> bytes:
+    """``data`` gzipped with the header ``gtcache export`` writes (see ``tar_as_exported``; not
+    ``gzip.compress``, which with ``mtime=0`` leaves the header to zlib: another OS byte)."""
+    out = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0, compresslevel=6) as gz:
+        gz.write(data)
+    return out.getvalue()
 
 
 def pythonpath(folder: pathlib.Path) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import pathlib
 import shutil
 import tarfile
@@ -17,7 +18,7 @@ from gtcache._frozen import replace
 from gtcache.bundle import BundleError, export_bundle, import_bundle, read_bundle, write_bundle
 from tests.conftest import SIZE, CompiledStore
 from tests.helpers import load_in_fresh_process
-from tests.helpers import draft, publish
+from tests.helpers import draft, publish, tar_as_exported
 
 KEY = b"ci-secret"
 
@@ -60,7 +61,7 @@ def test_compiled_store_moves_by_bundle_and_hits_in_a_fresh_process(
 
 
 def tamper(bundle: pathlib.Path, out: pathlib.Path, edit) -> pathlib.Path:  # type: ignore[no-untyped-def]
-    with tarfile.open(bundle, "r:gz") as src, tarfile.open(out, "w:gz") as dst:
+    with tarfile.open(bundle, "r:gz") as src, tar_as_exported(out, tarfile.PAX_FORMAT) as dst:
         for member in src.getmembers():
             data = src.extractfile(member).read() if member.isfile() else None  # type: ignore[union-attr]
             member, data = edit(member, data)
@@ -121,7 +122,7 @@ def hostile_member(kind: str) -> tarfile.TarInfo:
 @pytest.mark.parametrize("kind", ["traversal", "absolute", "symlink", "hardlink", "device", "extra"])
 def test_hostile_members_are_refused(bundle: pathlib.Path, tmp_path: pathlib.Path, kind: str) -> None:
     out = tmp_path / "hostile.tar.gz"
-    with tarfile.open(bundle, "r:gz") as src, tarfile.open(out, "w:gz") as dst:
+    with tarfile.open(bundle, "r:gz") as src, tar_as_exported(out, tarfile.PAX_FORMAT) as dst:
         for member in src.getmembers():
             dst.addfile(member, src.extractfile(member) if member.isfile() else None)
         hostile = hostile_member(kind)
@@ -340,29 +341,93 @@ def test_import_makes_tmp_with_the_stores_mode_whatever_the_umask(bundle: pathli
     assert len(entries(root)) == 2
 
 
-def test_an_import_that_fails_part_way_imports_nothing(bundle: pathlib.Path, tmp_path: pathlib.Path) -> None:
-    """An entry that cannot be published (here its shard folder is a symlink; a full disk
-    alike) after another was: one Error line, and the store's entries are as they were (a
-    reviewer's run left the first entry imported behind an Error exit)."""
+@pytest.mark.parametrize("shard", ["a symlink", "writable by a group"])
+def test_an_import_into_a_shard_folder_lookups_refuse_writes_nothing(
+    bundle: pathlib.Path, tmp_path: pathlib.Path, shard: str,
+) -> None:
+    """Every key is judged before anything is written: a shard folder that is a symlink, or
+    that others may write (lookups would refuse what it holds), refuses the import with one
+    Error line, and the store is as it was, its entry in that shard included (a reviewer's
+    run lost a broken entry there: replaced, then removed by the rollback; or replaced by
+    one as unusable)."""
     import subprocess
     import sys
 
+    from tests.reliability.test_hostile_input import files
+
     root = tmp_path / "dst"
     store = gtcache.open_store(root)
-    keys = sorted(e.key for e in gtcache.open_store(tmp_path / "src").scan().entries)
-    assert keys[0][:2] != keys[1][:2]
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
     order = [record.key for record in _bundled_records(bundle)]
-    (root / "entries" / order[-1][:2]).symlink_to(elsewhere, target_is_directory=True)
+    assert order[0][:2] != order[-1][:2]
+    last_shard = root / "entries" / order[-1][:2]
+    if shard == "a symlink":
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        last_shard.symlink_to(elsewhere, target_is_directory=True)
+    else:  # the first key's entry is there (broken: its record writable by the group too)
+        shutil.copytree(tmp_path / "src" / "entries" / order[0][:2], root / "entries" / order[0][:2])
+        os.chown(root / "entries" / order[0][:2], -1, 100)
+        os.chmod(root / "entries" / order[0][:2], 0o775)
     store.close()
+    before = files(root)
     gtcache_bin = str(pathlib.Path(sys.executable).parent / "gtcache")
     proc = subprocess.run([gtcache_bin, "--cache-dir", str(root), "import", str(bundle)],
                           capture_output=True, text=True, timeout=120, check=False)
     lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith("Error: Cannot publish entry"), proc.stderr
-    assert "The entry imported before it was removed again: nothing was imported." in lines[0], lines
-    assert entries(root) == [] and list(elsewhere.iterdir()) == []
+    assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith("Error: Cannot import entry"), proc.stderr
+    assert "nothing was imported" in lines[0], lines
+    assert ("is not a folder" if shard == "a symlink" else "writable by group") in lines[0], lines
+    assert files(root) == before
+    if shard == "a symlink":
+        assert list(elsewhere.iterdir()) == []
+
+
+FULL_DISK_IMPORT = """
+import json, os, pathlib, shutil, sys
+import gtcache
+from gtcache_cli.main import cli
+
+def files(root):
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.glob("entries/**/*")) if p.is_file()}
+
+src, disk, bundle = (pathlib.Path(a) for a in sys.argv[1:4])
+root = disk / "dst"
+gtcache.open_store(root).close()
+for entry in sorted(src.glob("entries/*/*")):  # the same entries, broken: their payload cut in half
+    copy = root / "entries" / entry.parent.name / entry.name
+    shutil.copytree(entry, copy)
+    payload = copy / "program.py"
+    os.truncate(payload, payload.stat().st_size // 2)
+before = files(root)
+sys.stderr = open(disk / "stderr", "w")
+code = cli(["--cache-dir", str(root), "import", str(bundle)], standalone_mode=False)
+sys.stderr.close()
+print(json.dumps({"code": code, "error": (disk / "stderr").read_text(), "same": files(root) == before,
+                  "left": sorted(p.name for p in (root / "tmp").iterdir()), "free": shutil.disk_usage(disk).free}))
+"""
+
+
+def test_an_import_that_fails_part_way_puts_back_the_broken_entries_it_replaced(tmp_path: pathlib.Path) -> None:
+    """A full disk (a tmpfs of 4.5 MiB) partway through an import that replaces two broken
+    entries of 1 MiB: the first is replaced, the second cannot be (its copy does not fit).
+    The import is undone whole: the replacement removed, both broken entries back as they
+    were, byte for byte, nothing left in tmp/ (before, the first broken entry was lost:
+    deleted when replaced, and the rollback removed only the replacement)."""
+    from tests.helpers import run_in_mount_namespace
+
+    src = gtcache.open_store(tmp_path / "src")
+    for name in ("a", "b"):
+        publish(src, name, payload=os.urandom(1 << 20))
+    bundle = tmp_path / "big.tar.gz"
+    export_bundle(src, src.scan().entries, bundle)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    out = run_in_mount_namespace(f"mount -t tmpfs -o size=4608k tmpfs {disk}", FULL_DISK_IMPORT,
+                                 str(src.root), str(disk), str(bundle), folder=tmp_path)
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["code"] == 1 and result["error"].count("Error: ") == 1, result
+    assert "No space left on device" in result["error"] and "was removed again: nothing was imported" in result["error"]
+    assert result["same"] and result["left"] == [], result
 
 
 def _bundled_records(bundle: pathlib.Path) -> list[gtcache.EntryRecord]:
@@ -392,3 +457,99 @@ def test_a_failed_imports_rollback_removes_only_what_it_published(tmp_path: path
     assert gtcache.open_store(store.root).lookup(first.key) is not None, "the other folder is left"
     assert store.remove([first.key], judged={first.key: os.lstat(again.path)}) > 0
     assert gtcache.open_store(store.root).lookup(first.key) is None
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
+def test_an_import_stopped_while_it_publishes_leaves_nothing(tmp_path: pathlib.Path, signal_name: str) -> None:
+    """SIGTERM (a cancelled CI job, a batch job's time limit) or Ctrl-C while an import
+    publishes its entries: it unwinds, removes what it published and its staging, one Error
+    line, exit 143 / 130 (before, SIGTERM killed it with 133 of 4,000 entries published)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    src = gtcache.open_store(tmp_path / "src")
+    for number in range(300):
+        publish(src, f"p{number}", payload=b"x" * 2000 + str(number).encode())
+    bundle = tmp_path / "many.tar.gz"
+    export_bundle(src, src.scan().entries, bundle)
+    root = tmp_path / "dst"
+    gtcache.open_store(root).close()
+    gtcache_bin = str(pathlib.Path(sys.executable).parent / "gtcache")
+    proc = subprocess.Popen([gtcache_bin, "--cache-dir", str(root), "import", str(bundle)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not any(root.glob("entries/*/*")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
+    proc.send_signal(getattr(signal, signal_name))
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == {"SIGTERM": 143, "SIGINT": 130}[signal_name], (proc.returncode, out, err)
+    assert err.strip() == {"SIGTERM": "Error: Terminated (SIGTERM).", "SIGINT": "Error: Interrupted."}[signal_name]
+    assert entries(root) == [] and list((root / "tmp").iterdir()) == []
+
+
+def test_an_import_keeps_one_record_in_memory_at_a_time(tmp_path: pathlib.Path) -> None:
+    """Records are checked all before anything is published, but not kept: a bundle of eight
+    records of 3.4 MiB (a JSON list of short strings: some 40 MiB each once parsed) takes
+    about the memory of a bundle with one such record, not eight times it (a reviewer's
+    import of such records grew 220 MB each)."""
+    import subprocess
+    import sys
+
+    from tests.security.crafting import build, payload, read_members
+
+    src = gtcache.open_store(tmp_path / "src")
+    for number in range(8):
+        publish(src, f"p{number}", payload=str(number).encode())
+    plain = tmp_path / "plain.tar.gz"
+    export_bundle(src, src.scan().entries, plain)
+    members = payload(read_members(plain))
+    peaks = {}
+    for padded in (1, 8):
+        bundle = build(tmp_path / f"padded-{padded}.tar.gz", padded_records(members, padded))
+        root = tmp_path / f"dst-{padded}"
+        code = ("import resource, sys; from gtcache_cli.main import cli;"
+                f" code = cli(['--cache-dir', {str(root)!r}, 'import', {str(bundle)!r}], standalone_mode=False);"
+                " print(code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)")
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+        result, peak_mib = proc.stdout.split()[-2:]
+        assert result == "0" and len(entries(root)) == 8, proc.stdout + proc.stderr
+        peaks[padded] = int(peak_mib)
+    assert peaks[8] - peaks[1] < 60, f"peak MiB by padded records: {peaks}"
+
+
+def padded_records(members: list[tuple[tarfile.TarInfo, bytes]], count: int) -> list[tuple[tarfile.TarInfo, bytes]]:
+    """``members`` with the first ``count`` records padded to 3.4 MiB (record_xxh3 made right)."""
+    from tests.security.crafting import rewrite_record
+
+    out = []
+    for info, data in members:
+        if info.name.endswith("/entry.json") and count:
+            count -= 1
+            data = compact(rewrite_record(data, lambda record: record["ingredients"].update(pad=["ab"] * 700_000)))
+            info = replace_size(info, len(data))
+        out.append((info, data))
+    return out
+
+
+def compact(record: bytes) -> bytes:
+    return json.dumps(json.loads(record), sort_keys=True, separators=(",", ":")).encode()
+
+
+def replace_size(info: tarfile.TarInfo, size: int) -> tarfile.TarInfo:
+    from tests.security.crafting import file_info
+
+    made = file_info(info.name, b"")
+    made.size = size
+    return made
+
+
+def test_import_from_a_closed_standard_input_is_one_error_line(tmp_path: pathlib.Path) -> None:
+    import subprocess
+    import sys
+
+    gtcache_bin = str(pathlib.Path(sys.executable).parent / "gtcache")
+    proc = subprocess.run(["sh", "-c", f"exec '{gtcache_bin}' --cache-dir '{tmp_path / 'dst'}' import - <&-"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 1 and proc.stderr.strip() == "Error: Standard input is closed; pipe a bundle in.", proc.stderr

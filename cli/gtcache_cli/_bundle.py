@@ -88,6 +88,8 @@ def import_command(obj: Context, file: str, force: bool, require_signature: bool
     trust = obj.settings.bundle_trust()
     required = require_signature or trust.require_signed
     facts = toolchain.current_facts()
+    if file == "-" and sys.stdin is None:  # (started with it closed: ``gtcache import - <&-``)
+        raise bundle.BundleError("Standard input is closed; pipe a bundle in.")
     if file == "-" and sys.stdin.isatty():
         raise bundle.BundleError("Standard input is a terminal; pipe a bundle in.")
     # The store is opened, or made, only once the bundle's manifest and signature check out:

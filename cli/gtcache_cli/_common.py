@@ -24,7 +24,7 @@ Exit codes:
   1    operational error (unreadable store, unknown entry, problems found,
        an entry rm/prune could not remove, ...)
   2    usage error (bad option or argument)
-  130  interrupted (Ctrl-C)
+  130  interrupted (Ctrl-C); 143, 129: terminated (SIGTERM, SIGHUP)
 GTCACHE_DEBUG=1 adds the traceback to an error."""
 
 

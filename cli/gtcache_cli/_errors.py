@@ -5,7 +5,9 @@
 - ``GtcacheError`` and ``OSError`` (unreadable store, permissions, full disk): exit 1, one line.
 - anything else is a bug in gtcache: exit 1, one line naming the exception type and how to
   see the traceback (``GTCACHE_DEBUG=1``).
-- Ctrl-C: exit 130, one line; a closed pipe (``gtcache ls | head``): exit 1, silent (as click
+- Ctrl-C: exit 130, one line; SIGTERM or SIGHUP (a cancelled CI job, a batch job's time
+  limit, a closed terminal): unwound the same way (``Terminated``, what the command was doing
+  undone as on Ctrl-C), exit 143 or 129, one line; a closed pipe (``gtcache ls | head``): exit 1, silent (as click
   itself does it).
 - output that cannot be written (``gtcache ls > /dev/full``, a closed stdout): exit 1,
   ``Error: Cannot write the output: ...``, never worded like a problem of the store.
@@ -15,7 +17,9 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from typing import Any, BinaryIO
@@ -34,6 +38,37 @@ OPERATIONAL, USAGE, INTERRUPTED = 1, 2, 130
 #: Bad input the library reports with its own classes (module, class), found in
 #: ``sys.modules`` only: raising them means their module is loaded (no import of gt4py here).
 _USAGE_ERRORS = (("gtcache.warm.spec", "SpecError"), ("gtcache.gt4py.targets", "TargetError"))
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP while a command runs: raised where it runs, as Ctrl-C's
+    ``KeyboardInterrupt`` is, so that what undoes an interrupted command (an import's
+    rollback, a staging folder's removal) runs for these too; exit 128 + the signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _terminate(signum: int, _frame: Any) -> None:
+    raise Terminated(signum)
+
+
+def _unwind_on_termination() -> Callable[[], None]:
+    """SIGTERM and SIGHUP raise ``Terminated`` while the command runs (in the main thread, where
+    signals are handled, and where nobody installed a handler of their own); what puts the
+    handlers back."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    before = {}
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) is signal.SIG_DFL:
+            before[signum] = signal.signal(signum, _terminate)
+
+    def restore() -> None:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+    return restore
 
 
 class OutputError(Exception):
@@ -105,21 +140,22 @@ def guarded(call: Callable[[], Any]) -> int:
     """Run ``call`` (click in non-standalone mode); its exit code, every error reported."""
     if sys.stdout is None:
         sys.stdout = _ClosedOutput()
+    restore = _unwind_on_termination()
     try:
         result = call()
         return result if isinstance(result, int) else 0
     except OutputError as error:
         return _report(f"Cannot write the output: {_sentence(str(error))}", OPERATIONAL)
     except click.exceptions.Abort as error:
-        if isinstance(error.__cause__ or error.__context__, KeyboardInterrupt):
-            return _report("Interrupted.", INTERRUPTED)
+        if isinstance(cause := error.__cause__ or error.__context__, KeyboardInterrupt):
+            return _interrupted(cause)
         return _report("Aborted; nothing was changed.", OPERATIONAL)
     except click.ClickException as error:
         _debug()
         error.show()
         return error.exit_code
-    except KeyboardInterrupt:
-        return _report("Interrupted.", INTERRUPTED)
+    except KeyboardInterrupt as error:
+        return _interrupted(error)
     except BrokenPipeError:
         _quiet_stdout()
         return OPERATIONAL
@@ -136,6 +172,14 @@ def guarded(call: Callable[[], Any]) -> int:
             f"Unexpected {type(error).__name__}: {_sentence(str(error) or 'no message')} This is a bug in"
             f" gtcache; {DEBUG_ENV}=1 shows the traceback.", OPERATIONAL,
         )
+    finally:
+        restore()
+
+
+def _interrupted(error: KeyboardInterrupt) -> int:
+    if isinstance(error, Terminated):
+        return _report(f"Terminated ({signal.Signals(error.signum).name}).", 128 + error.signum)
+    return _report("Interrupted.", INTERRUPTED)
 
 
 def _usage_error_types() -> tuple[type[BaseException], ...]:

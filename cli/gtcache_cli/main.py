@@ -2,7 +2,8 @@
 
 Exit codes: 0 success (an empty store, nothing to do); 1 an operational error
 (a gtcache error: unreadable store, unknown entry, problems found, ...); 2 a
-usage error (bad option or argument); 130 interrupted. Errors are turned into
+usage error (bad option or argument); 130 interrupted; 143 or 129 terminated
+(SIGTERM, SIGHUP: unwound as on Ctrl-C). Errors are turned into
 these in one place, ``_errors.guarded``, around the whole command (see there).
 ``--json`` prints the same data as the table.
 """

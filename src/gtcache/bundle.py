@@ -37,10 +37,11 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import tarfile
 import tempfile
 import zlib
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import IO, Any, BinaryIO, Protocol
 
 import xxhash
@@ -68,9 +69,10 @@ SIGNATURE = "signature"
 MAX_MEMBER_SIZE = 1 << 30
 #: All members of one bundle together.
 MAX_TOTAL_SIZE = 64 << 30
-#: ``manifest.json`` and each ``entry.json`` are read into memory: they stay small.
+#: ``manifest.json`` and each ``entry.json`` are read into memory (one record at a time):
+#: they stay small. A real record has a few KiB (a dace one, its binding code, some tens).
 MAX_MANIFEST_SIZE = 16 << 20
-MAX_RECORD_SIZE = 16 << 20
+MAX_RECORD_SIZE = 4 << 20
 #: Facts an entry's toolchain must share with this environment to be imported (unless forced).
 MATCHING_FACTS = ("gt4py", "python_abi", "machine")
 
@@ -265,7 +267,7 @@ def _collect(store: Store, entries: Iterable[_HasKeyAndPath]) -> tuple[list[_Mem
     return members, count, left_out
 
 
-def _tar_info(name: str, size: int, mtime: int) -> tarfile.TarInfo:
+def _tar_info(name: str, size: int, mtime: float) -> tarfile.TarInfo:
     info = tarfile.TarInfo(name)
     info.size = size
     info.mtime = mtime
@@ -317,28 +319,121 @@ class _CountingWriter:
 # -- reading ----------------------------------------------------------------------------
 
 
-class _HeaderRefused(BundleError):
-    """A tar header refused before ``tarfile`` processed it (the bundle's name added later)."""
+class _Refused(BundleError):
+    """Something refused while the archive is read, below ``tarfile``: what the bundle is or has
+    (``Bundle '<name>'`` is put before it later)."""
 
 
 class _Header(tarfile.TarInfo):
-    """A tar header that refuses extension headers before ``tarfile`` reads their contents.
+    """A tar header that refuses extension headers before ``tarfile`` reads their contents,
+    and checks the archive's end itself.
 
     pax and GNU long-name headers carry a size that ``tarfile`` reads into memory, and
-    GNU sparse maps make it loop; gtcache bundles (ustar) never contain them.
+    GNU sparse maps make it loop; gtcache bundles (ustar) never contain them. ``tarfile``
+    takes a block that is no header (zeros, a bad checksum, a short block) for the end of
+    the archive and reads no further: here only zeros end it, and what follows them is read
+    too, all zeros to the end of the record ``tarfile`` writes (``_check_end``). ``raw`` is
+    the header's block as read (``_admit`` compares it with the one ``export`` writes).
     """
+
+    raw = b""
 
     @classmethod
     def fromtarfile(cls, tarfile_: tarfile.TarFile) -> _Header:
         assert tarfile_.fileobj is not None
         buf = tarfile_.fileobj.read(tarfile.BLOCKSIZE)
-        obj = cls.frombuf(buf, tarfile_.encoding, tarfile_.errors)
+        if len(buf) == tarfile.BLOCKSIZE and not buf.strip(b"\0"):
+            _check_end(tarfile_.fileobj, tarfile_.fileobj.tell() - tarfile.BLOCKSIZE)
+            raise tarfile.EOFHeaderError("end of file header")  # type: ignore[attr-defined]  # ``next()`` returns None
+        try:
+            obj = cls.frombuf(buf, tarfile_.encoding, tarfile_.errors)
+        except tarfile.HeaderError as error:
+            raise _Refused(f"is damaged or cut short (a tar header: {error}).") from None
         if obj.type in (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE,
                         tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.GNUTYPE_SPARSE):
-            raise _HeaderRefused(f"member '{obj.name}' is a tar extension header ({obj.type.decode(errors='replace')!r}),"
-                              " which gtcache bundles never contain.")
+            raise _Refused(f"has a member '{obj.name}' that is a tar extension header"
+                           f" ({obj.type.decode(errors='replace')!r}), which gtcache bundles never contain.")
         obj.offset = tarfile_.fileobj.tell() - tarfile.BLOCKSIZE
+        obj.raw = buf
         return obj._proc_member(tarfile_)  # type: ignore[attr-defined,no-any-return]
+
+
+def _check_end(stream: Any, at: int) -> None:
+    """The archive's end, a zero block at ``at``: the rest of the stream must be zeros, the two
+    blocks of the end marker and the record's padding as ``tarfile`` writes them, no more."""
+    zeros = tarfile.BLOCKSIZE
+    while chunk := stream.read(_CHUNK):
+        if chunk.strip(b"\0"):
+            raise _Refused("has data after the end of its archive.")
+        zeros += len(chunk)
+    expected = -(-(at + 2 * tarfile.BLOCKSIZE) // tarfile.RECORDSIZE) * tarfile.RECORDSIZE - at
+    if zeros != expected:
+        raise _Refused(f"does not end as gtcache writes an archive ({zeros} bytes of zeros after its last member,"
+                       f" not {expected}).")
+
+
+#: The gzip header ``write_bundle`` writes (no name, no time, no flags; ``compresslevel=6``).
+_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+
+
+class _Gunzip:
+    """The decompressed bytes of a gzip stream written as ``write_bundle`` writes one, read
+    from ``source`` as they are asked for: its header as written, one member whose CRC-32 and
+    size are checked at its end, nothing after it. (``tarfile``'s own ``r|gz`` takes any
+    header, checks no trailer and ignores what follows: bytes no signature would cover.)"""
+
+    def __init__(self, source: IO[bytes]) -> None:
+        self._source = source
+        header = _read_upto(source, len(_GZIP_HEADER))
+        if header[:2] != _GZIP_HEADER[:2]:
+            raise _Refused("is not a gtcache bundle (not a tar.gz stream).")
+        if len(header) < len(_GZIP_HEADER):
+            raise _Refused("is cut short (its gzip stream ends early).")
+        if header != _GZIP_HEADER:
+            raise _Refused("has a gzip header gtcache does not write (compressed again by another tool?).")
+        self._inflate = zlib.decompressobj(-zlib.MAX_WBITS)
+        self._crc = 0
+        self._size = 0
+        self._done = False
+
+    def read(self, size: int = _CHUNK) -> bytes:
+        """Up to ``size`` bytes (at least one unless the stream has ended)."""
+        while not self._done and size:
+            data = self._inflate.decompress(self._inflate.unconsumed_tail or self._more(), size if size > 0 else _CHUNK)
+            self._crc = zlib.crc32(data, self._crc)
+            self._size += len(data)
+            if self._inflate.eof:
+                self._finish()
+            if data:
+                return data
+        return b""
+
+    def _more(self) -> bytes:
+        data = self._source.read(_CHUNK)
+        if not data:
+            raise _Refused("is cut short (its gzip stream ends early).")
+        return data
+
+    def _finish(self) -> None:
+        trailer = self._inflate.unused_data
+        if len(trailer) < 8:
+            trailer += _read_upto(self._source, 8 - len(trailer))
+        if len(trailer) < 8:
+            raise _Refused("is cut short (its gzip stream ends early).")
+        crc, size = int.from_bytes(trailer[:4], "little"), int.from_bytes(trailer[4:8], "little")
+        if (crc, size) != (self._crc, self._size & 0xFFFFFFFF):
+            raise _Refused("is damaged (its gzip checksum does not match).")
+        if trailer[8:] or self._source.read(1):
+            raise _Refused("has data after its gzip stream.")
+        self._done = True
+
+
+def _read_upto(source: IO[bytes], size: int) -> bytes:
+    """``size`` bytes of ``source``, fewer only at its end."""
+    data = b""
+    while len(data) < size and (chunk := source.read(size - len(data))):
+        data += chunk
+    return data
 
 
 def read_bundle(
@@ -370,9 +465,9 @@ def read_bundle(
     if not callable(store):
         target.open()
     try:
-        listed = _receive(stream, target, key, require_signature, name, expect)
-        checked = _check_entries(listed, target.staging, name)
-        return _publish_all(target.store, checked, target.staging, force, facts or {}, name)
+        received = _receive(stream, target, key, require_signature, name, expect)
+        _check_entries(received, target.staging, name)
+        return _publish_all(target.store, received, target.staging, force, facts or {}, name)
     finally:
         if target.opened:
             shutil.rmtree(target.staging, ignore_errors=True)
@@ -427,14 +522,15 @@ def _receive(
 ) -> dict[str, dict[str, tuple[int, str]]]:
     """Read the whole archive into ``staging/<key>/<file>``; return key -> file -> (size, xxh3)."""
     try:
+        gunzip = _Gunzip(stream)
         try:
-            tar = tarfile.open(fileobj=stream, mode="r|gz", tarinfo=_Header)
+            tar = tarfile.open(fileobj=gunzip, mode="r|", tarinfo=_Header)  # type: ignore[call-overload]
         except (tarfile.TarError, EOFError, zlib.error) as error:
             raise BundleError(f"Bundle '{name}' is not a gtcache bundle (not a tar.gz stream: {error}).") from None
         with tar:
             return _receive_members(tar, target, key, require_signature, name, expect)
-    except _HeaderRefused as error:
-        raise BundleError(f"Bundle '{name}': {error}") from None
+    except _Refused as error:
+        raise BundleError(f"Bundle '{name}' {error}") from None
     except (tarfile.TarError, EOFError, zlib.error) as error:
         raise BundleError(f"Bundle '{name}' is damaged or cut short ({error}).") from None
     except OSError as error:
@@ -452,6 +548,8 @@ def _receive_members(
     if first.size > MAX_MANIFEST_SIZE:
         raise BundleError(f"Bundle '{name}': '{MANIFEST}' has {format_size(first.size)},"
                           f" over the {format_size(MAX_MANIFEST_SIZE)} limit.")
+    mtime = first.mtime  # (every member's: ``SOURCE_DATE_EPOCH`` or 0)
+    _check_header(first, mtime, name)
     manifest_bytes = _read_small(tar, first)
     manifest = _parse_manifest(manifest_bytes, name)
     member = tar.next()
@@ -459,6 +557,7 @@ def _receive_members(
     if member is not None and member.name == SIGNATURE:
         if not member.isreg() or member.size > 4 * _SIGNATURE_SIZE:
             raise BundleError(f"Bundle '{name}': its '{SIGNATURE}' is not a signature.")
+        _check_header(member, mtime, name)
         signature = _read_small(tar, member)
         member = tar.next()
     _check_signature(manifest_bytes, signature, key, require_signature, name)
@@ -474,7 +573,7 @@ def _receive_members(
     seen: set[str] = set()
     received: dict[str, dict[str, tuple[int, str]]] = {}
     while member is not None:
-        expected = _admit(member, listed, seen, name)
+        expected = _admit(member, listed, seen, name, mtime)
         match = _MEMBER_NAME.fullmatch(member.name)
         assert match is not None
         entry_key, file_name = match["key"], match["name"]
@@ -576,7 +675,7 @@ def _canonical(path: str) -> bool:
         and match["name"] not in (".", "..")
 
 
-def _admit(member: tarfile.TarInfo, listed: Mapping[str, _Listed], seen: set[str], name: str) -> _Listed:
+def _admit(member: tarfile.TarInfo, listed: Mapping[str, _Listed], seen: set[str], name: str, mtime: float) -> _Listed:
     """What the manifest says of ``member``, after refusing it on its header alone if need be."""
     path = member.name
     if path in (MANIFEST, SIGNATURE):
@@ -588,6 +687,7 @@ def _admit(member: tarfile.TarInfo, listed: Mapping[str, _Listed], seen: set[str
                 else "a device" if member.ischr() or member.isblk() else "a folder" if member.isdir()
                 else "a FIFO" if member.isfifo() else "not a regular file")
         raise BundleError(f"Bundle '{name}': member '{path}' is {kind}, not a regular file.")
+    _check_header(member, mtime, name)
     expected = listed.get(path)
     if expected is None:
         raise BundleError(f"Bundle '{name}': member '{path}' is not in the manifest.")
@@ -600,6 +700,15 @@ def _admit(member: tarfile.TarInfo, listed: Mapping[str, _Listed], seen: set[str
         raise BundleError(f"Bundle '{name}': member '{path}' has {got}, the manifest says {want}.")
     seen.add(path)
     return expected
+
+
+def _check_header(member: tarfile.TarInfo, mtime: float, name: str) -> None:
+    """Refuse a member whose header is not the one ``write_bundle`` writes for its name and size
+    (mode, owners, time, type, format): bytes no signature and no checksum would cover."""
+    expected = _tar_info(member.name, member.size, mtime).tobuf(tarfile.USTAR_FORMAT, tarfile.ENCODING, "surrogateescape")
+    if getattr(member, "raw", b"") != expected:
+        raise BundleError(f"Bundle '{name}': member '{member.name}' has a tar header gtcache does not write"
+                          " (its mode, owner, time, type or format).")
 
 
 def _stage_member(
@@ -616,14 +725,25 @@ def _stage_member(
         fd = os.open(folder / file_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as error:
         raise BundleError(f"Cannot stage '{member.name}' in '{folder}': {error.strerror or error}.") from None
-    with os.fdopen(fd, "wb") as out:
+    # Unbuffered: a write that fails (a full disk) fails here, worded as the staging's, never
+    # later in a flush that would read as the bundle's own error.
+    try:
         while chunk := source.read(_CHUNK):
             sha256.update(chunk)
             xxh3.update(chunk)
             try:
-                out.write(chunk)
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view):]
             except OSError as error:
                 raise BundleError(f"Cannot stage '{member.name}' in '{folder}': {error.strerror or error}.") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    try:
+        os.close(fd)
+    except OSError as error:  # (a file server may report a full disk only now)
+        raise BundleError(f"Cannot stage '{member.name}' in '{folder}': {error.strerror or error}.") from None
     if sha256.hexdigest() != expected.sha256:
         raise BundleError(f"Bundle '{name}': member '{member.name}' does not match its SHA-256 in the manifest.")
     return xxh3.hexdigest()
@@ -631,84 +751,157 @@ def _stage_member(
 
 def _check_entries(
     received: Mapping[str, Mapping[str, tuple[int, str]]], staging: pathlib.Path, name: str,
-) -> list[EntryRecord]:
-    """Each staged entry's record, checked against the files received for it."""
-    records = []
+) -> None:
+    """Check each staged entry's record against the files received for it (one record in
+    memory at a time: ``_publish_all`` reads each again)."""
     for entry_key in sorted(received):
-        files = received[entry_key]
-        try:
-            record = EntryRecord.loads((staging / entry_key / ENTRY_FILE).read_bytes())
-        except ValueError as error:
-            raise BundleError(f"Bundle '{name}': the record of entry '{entry_key}' is bad: {error}") from None
-        if record.key != entry_key:
-            raise BundleError(f"Bundle '{name}': the record of entry '{entry_key}' names key '{record.key}'.")
-        payload = {n: v for n, v in files.items() if n != ENTRY_FILE}
-        if {f.path for f in record.files} != payload.keys():
-            raise BundleError(f"Bundle '{name}': entry '{entry_key}' has other files than its record lists.")
-        for item in record.files:
-            if payload[item.path] != (item.size, item.xxh3):
-                raise BundleError(f"Bundle '{name}': file '{item.path}' of entry '{entry_key}'"
-                                  " does not match its record's checksum.")
-        records.append(record)
-    return records
+        _checked_record(received[entry_key], staging, entry_key, name)
+
+
+def _checked_record(
+    files: Mapping[str, tuple[int, str]], staging: pathlib.Path, entry_key: str, name: str,
+) -> EntryRecord:
+    """The staged record of ``entry_key``, checked against the files received for it."""
+    try:
+        record = EntryRecord.loads((staging / entry_key / ENTRY_FILE).read_bytes())
+    except ValueError as error:
+        raise BundleError(f"Bundle '{name}': the record of entry '{entry_key}' is bad: {error}") from None
+    if record.key != entry_key:
+        raise BundleError(f"Bundle '{name}': the record of entry '{entry_key}' names key '{record.key}'.")
+    payload = {n: v for n, v in files.items() if n != ENTRY_FILE}
+    if {f.path for f in record.files} != payload.keys():
+        raise BundleError(f"Bundle '{name}': entry '{entry_key}' has other files than its record lists.")
+    for item in record.files:
+        if payload[item.path] != (item.size, item.xxh3):
+            raise BundleError(f"Bundle '{name}': file '{item.path}' of entry '{entry_key}'"
+                              " does not match its record's checksum.")
+    return record
 
 
 def _publish_all(
-    store: Store, records: list[EntryRecord], staging: pathlib.Path, force: bool,
+    store: Store, received: Mapping[str, Mapping[str, tuple[int, str]]], staging: pathlib.Path, force: bool,
     facts: Mapping[str, Any], name: str,
 ) -> ImportReport:
-    """Publish the checked entries; all or none: when one cannot be published (a full disk, a
-    shard folder that is a symlink), those published before it are removed again."""
+    """Publish the checked entries, all or none.
+
+    Every key is judged before anything is written: an entry the store has, sound, is kept;
+    one built for another environment is skipped; a key whose shard folder lookups refuse
+    (a symlink, a folder others can write) refuses the import. Then the new entries are
+    published, and last those that replace broken ones, each broken one set aside in the
+    staging folder first. When one cannot be published (a full disk) or the import is
+    interrupted, the entries published are removed again and those set aside put back.
+    Each entry's publish and the note that would undo it are made with signals held: an
+    interruption (Ctrl-C, SIGTERM) never falls between the two."""
+    existing: list[str] = []
+    skipped: dict[str, str] = {}
+    new: list[str] = []
+    broken: list[str] = []
+    for key in sorted(received):
+        if not force and (problem := _mismatch(_checked_record(received[key], staging, key, name), facts)):
+            skipped[key] = problem
+            continue
+        if (problem := store.publish_problem(key)) is not None:
+            raise BundleError(f"Cannot import entry '{key}' from bundle '{name}': {problem.rstrip('.')};"
+                              " nothing was imported.")
+        try:
+            found = store.lookup(key)
+            if found is not None:
+                store.verify_payload(found)
+                existing.append(key)
+                continue
+        except CorruptEntryError:
+            broken.append(key)  # publishing replaces a broken entry
+            continue
+        new.append(key)
     imported: list[str] = []
     placed: dict[str, os.stat_result] = {}
-    existing: list[str] = []
-    replaced: list[str] = []
-    skipped: dict[str, str] = {}
+    aside: dict[str, pathlib.Path] = {}
+    to_replace = frozenset(broken)
     try:
-        for record in records:
-            if not force and (problem := _mismatch(record, facts)):
-                skipped[record.key] = problem
-                continue
+        for key in (*new, *broken):
             try:
-                found = store.lookup(record.key)
-                if found is not None:
-                    store.verify_payload(found)
-                    existing.append(record.key)
-                    continue
-            except CorruptEntryError:
-                replaced.append(record.key)  # publishing replaces a broken entry
-            folder = staging / record.key
-            try:
-                entry = store.publish_record(record, {f.path: folder / f.path for f in record.files})
-                if not entry.published:  # another process published it meanwhile: its own
-                    existing.append(record.key)
-                    continue
-                placed[record.key] = os.lstat(entry.path)
+                with _signals_held():
+                    if key in to_replace and (moved := store.set_aside(key, _aside_folder(staging))) is not None:
+                        aside[key] = moved
+                    if (published := _publish_one(store, _checked_record(received[key], staging, key, name),
+                                                  staging / key)) is not None:
+                        placed[key] = published
             except (OSError, GtcacheError) as error:
                 why = (error.strerror if isinstance(error, OSError) else None) or str(error)
-                raise BundleError(f"Cannot publish entry '{record.key}' from bundle '{name}': {why.rstrip('.')}."
-                                  f"{_rolled_back(store, placed)}") from None
-            imported.append(record.key)
+                raise BundleError(f"Cannot publish entry '{key}' from bundle '{name}': {why.rstrip('.')}."
+                                  f"{_rolled_back(store, placed, aside)}") from None
+            if key in placed:
+                imported.append(key)
+            else:  # another process published it meanwhile: its own
+                existing.append(key)
     except BundleError:
         raise
-    except BaseException:  # interrupted (Ctrl-C): nothing half-imported either
-        _rolled_back(store, placed)
+    except BaseException:  # interrupted (Ctrl-C, SIGTERM): nothing half-imported either
+        _rolled_back(store, placed, aside)
         raise
-    return ImportReport(tuple(imported), tuple(existing), skipped, tuple(replaced))
+    replaced = tuple(key for key in broken if key in placed)
+    return ImportReport(tuple(sorted(imported)), tuple(sorted(existing)), skipped, replaced)
 
 
-def _rolled_back(store: Store, placed: Mapping[str, os.stat_result]) -> str:
+def _publish_one(store: Store, record: EntryRecord, folder: pathlib.Path) -> os.stat_result | None:
+    """Publish a staged entry; the ``lstat`` of its folder, None if another process published
+    it meanwhile. (A function of its own: no record outlives its publish.)"""
+    entry = store.publish_record(record, {f.path: folder / f.path for f in record.files})
+    return os.lstat(entry.path) if entry.published else None
+
+
+def _aside_folder(staging: pathlib.Path) -> pathlib.Path:
+    """Where an import sets broken entries aside (removed with the staging folder when it ends)."""
+    folder = staging / "replaced"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP held while the block runs (delivered once it ends)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+_HELD_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])})
+
+
+def _rolled_back(store: Store, placed: Mapping[str, os.stat_result], aside: Mapping[str, pathlib.Path]) -> str:
     """Remove the entry folders this import published (by key, the ``lstat`` of each: never
-    one another process put at the key since); what the error says of them."""
-    imported = list(placed)
-    if not imported:
-        return ""
-    failed: dict[str, str] = {}
-    store.remove(imported, failed=failed, judged=placed)
-    before = "the entry imported before it" if len(imported) == 1 else f"the {len(imported)} entries imported before it"
-    if failed:
-        return f" Of {before}, {len(failed)} could not be removed again: {', '.join(sorted(failed))}."
-    return f" {before[0].upper()}{before[1:]} {'was' if len(imported) == 1 else 'were'} removed again: nothing was imported."
+    one another process put at the key since) and put back the broken ones it set aside
+    (unless another entry took the key meanwhile); what the error says of them. With signals
+    held: a second Ctrl-C does not cut it short."""
+    with _signals_held():
+        return _roll_back(store, placed, aside)
+
+
+def _roll_back(store: Store, placed: Mapping[str, os.stat_result], aside: Mapping[str, pathlib.Path]) -> str:
+    said = ""
+    if placed:
+        imported = list(placed)
+        failed: dict[str, str] = {}
+        store.remove(imported, failed=failed, judged=placed)
+        before = "the entry imported before it" if len(imported) == 1 else f"the {len(imported)} entries imported before it"
+        if failed:
+            said = f" Of {before}, {len(failed)} could not be removed again: {', '.join(sorted(failed))}."
+        else:
+            said = f" {before[0].upper()}{before[1:]} {'was' if len(imported) == 1 else 'were'} removed again: nothing was imported."
+    kept = []
+    for key, where in sorted(aside.items()):
+        try:
+            store.put_back(key, where)
+        except OSError:
+            kept.append(key)
+    if kept:
+        said += f" The broken entries at {', '.join(kept)} could not be put back."
+    return said
 
 
 def _mismatch(record: EntryRecord, facts: Mapping[str, Any]) -> str | None:

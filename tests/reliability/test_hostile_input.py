@@ -14,7 +14,7 @@ import pytest
 
 import gtcache
 from gtcache.bundle import export_bundle
-from tests.helpers import publish
+from tests.helpers import publish, tar_as_exported
 
 pytestmark = pytest.mark.heavy
 
@@ -58,7 +58,7 @@ def hostile_bundle(tmp_path: pathlib.Path, kind: str) -> pathlib.Path:
     good = tmp_path / "good.tar.gz"
     export_bundle(source, source.scan().entries, good)
     out = tmp_path / f"{kind}.tar.gz"
-    with tarfile.open(good, "r:gz") as src, tarfile.open(out, "w:gz") as dst:
+    with tarfile.open(good, "r:gz") as src, tar_as_exported(out, tarfile.PAX_FORMAT) as dst:
         for member in src.getmembers():
             dst.addfile(member, src.extractfile(member) if member.isfile() else None)
         if kind == "traversal":
@@ -72,7 +72,7 @@ def hostile_bundle(tmp_path: pathlib.Path, kind: str) -> pathlib.Path:
     if kind == "huge":  # a header claiming 8 GiB, then the archive ends: never to be read or written
         member = tarfile.TarInfo("entries/ab/huge.bin")
         member.size = 8 << 30
-        with tarfile.open(out, "w:gz") as dst:
+        with tar_as_exported(out, tarfile.PAX_FORMAT) as dst:
             header = member.tobuf(dst.format, dst.encoding, dst.errors)
             dst.fileobj.write(header)  # type: ignore[union-attr]
             dst.offset += len(header)

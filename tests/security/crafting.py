@@ -11,6 +11,7 @@ import tarfile
 from collections.abc import Callable, Iterable, Sequence
 
 import gtcache
+from tests.helpers import tar_as_exported
 
 Member = tuple[tarfile.TarInfo, bytes]
 
@@ -49,7 +50,7 @@ def build(
     manifest = manifest if manifest is not None else manifest_for(listed if listed is not None else members)
     if signature is None and key is not None:
         signature = sign(key, manifest)
-    with tarfile.open(out, "w:gz", format=tarfile.USTAR_FORMAT) as tar:
+    with tar_as_exported(out) as tar:
         head = [(file_info("manifest.json", manifest), manifest)]
         if signature is not None:
             head.append((file_info("signature", signature), signature))

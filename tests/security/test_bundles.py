@@ -3,7 +3,6 @@ the export file never written through a planted link; refused bundles change not
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import os
@@ -11,6 +10,7 @@ import pathlib
 import re
 import subprocess
 import tarfile
+import zlib
 
 import pytest
 
@@ -32,7 +32,7 @@ from tests.security.crafting import (
     sign,
     tree,
 )
-from tests.helpers import draft, publish
+from tests.helpers import draft, gzip_as_exported, publish, tar_as_exported
 
 KEY = b"ci-secret-0123456789"
 ENV_KEY = {"GTCACHE_BUNDLE_KEY": KEY.decode()}
@@ -147,6 +147,70 @@ def test_tampering_with_any_member_is_refused(
         import_bundle(store, bad, key=KEY)
     assert tree(tmp_path) == before
     figures.add("security", f"signed bundle, {kind} changed: refused", "yes")
+
+
+def _framing_changed(data: bytes, kind: str) -> bytes:
+    """A signed bundle's bytes (as export wrote them) changed outside its members' contents."""
+    raw = zlib.decompress(data, 31)
+    if kind == "gzip header":  # the OS byte
+        return data[:9] + b"\x03" + data[10:]
+    if kind == "gzip trailer cut":
+        return data[:-8]
+    if kind == "gzip checksum":
+        return data[:-8] + bytes([data[-8] ^ 1]) + data[-7:]
+    if kind == "bytes after the gzip stream":
+        return data + b"trailing"
+    if kind == "a second gzip member":
+        return data + gzip_as_exported(b"\0" * 10240)
+    if kind == "a member's mode":  # the manifest's header: mode 4777, its checksum made right again
+        header = bytearray(raw[:512])
+        header[100:108] = b"0004777\0"
+        header[148:156] = b" " * 8
+        header[148:156] = f"{sum(header):06o}\0 ".encode()
+        return gzip_as_exported(bytes(header) + raw[512:])
+    end = len(raw.rstrip(b"\0"))  # the last member's data ends here (it is no zero)
+    end = -(-end // 512) * 512
+    if kind == "data after the archive's end":
+        return gzip_as_exported(raw[: end + 1024] + b"x" + raw[end + 1025:])
+    if kind == "no end-of-archive blocks":
+        return gzip_as_exported(raw[:end])
+    raise AssertionError(kind)
+
+
+FRAMING = {
+    "gzip header": "gzip header gtcache does not write",
+    "gzip trailer cut": "cut short",
+    "gzip checksum": "its gzip checksum does not match",
+    "bytes after the gzip stream": "data after its gzip stream",
+    "a second gzip member": "data after its gzip stream",
+    "a member's mode": "has a tar header gtcache does not write",
+    "data after the archive's end": "data after the end of its archive",
+    "no end-of-archive blocks": "cut short",
+}
+
+
+@pytest.mark.parametrize("kind", list(FRAMING))
+def test_a_signed_bundle_changed_outside_its_members_is_refused(
+    signed: pathlib.Path, target: pathlib.Path, tmp_path: pathlib.Path, kind: str, figures
+) -> None:
+    """Every byte of a signed bundle counts, not only those the manifest's SHA-256 cover: the
+    gzip header and trailer (CRC-32, size), the tar headers (mode, owners, time), the
+    archive's end; nothing may follow. (A reviewer imported all of these.)"""
+    bad = tmp_path / "framed.tar.gz"
+    bad.write_bytes(_framing_changed(signed.read_bytes(), kind))
+    line = refused_by_cli(target, bad, "--require-signature", env=cli_env(**ENV_KEY))
+    assert FRAMING[kind] in line, line
+    figures.add("security", f"signed bundle, {kind} changed (no member's content): refused", "yes")
+
+
+def test_a_bundle_as_export_writes_it_passes_the_framing_checks(signed: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """The other side of the framing checks: what export writes, gzipped again the same way
+    (``tar_as_exported``), is imported, entries and all."""
+    again = tmp_path / "again.tar.gz"
+    again.write_bytes(gzip_as_exported(zlib.decompress(signed.read_bytes(), 31)))
+    assert again.read_bytes() == signed.read_bytes()  # export's gzip framing is the helpers'
+    report = import_bundle(gtcache.open_store(tmp_path / "fresh"), again, key=KEY, require_signature=True)
+    assert len(report.imported) == 3
 
 
 # -- keys and signature demands ----------------------------------------------------------------
@@ -306,7 +370,7 @@ def test_extension_headers_are_refused_before_their_contents_are_read(signed: pa
     body = payload(read_members(signed))
     out = tmp_path / "pax.tar.gz"
     long_name = body[0][0].name.rsplit("/", 1)[0] + "/" + "x" * 120  # needs a pax header
-    with tarfile.open(out, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+    with tar_as_exported(out, tarfile.PAX_FORMAT) as tar:
         manifest = manifest_for(body)
         tar.addfile(file_info("manifest.json", manifest), io.BytesIO(manifest))
         tar.addfile(file_info(long_name, b"x"), io.BytesIO(b"x"))
@@ -333,7 +397,7 @@ def test_member_larger_than_listed_is_refused_at_its_header(signed: pathlib.Path
         tar.fileobj.write(b"\0" * 4096)  # type: ignore[union-attr]
         tar.offset = tar.fileobj.tell()  # type: ignore[union-attr]
         tar.closed = True  # no end-of-archive blocks: the data is cut short
-    out.write_bytes(gzip.compress(raw.getvalue()))
+    out.write_bytes(gzip_as_exported(raw.getvalue()))
     line = refused_by_cli(target, out)
     assert f"'{body[1][0].name}' has 8.0 GiB, the manifest says" in line, line
     figures.add("security", "member header claiming 8 GiB (manifest: a few KiB): refused at its header", "yes")

@@ -438,6 +438,53 @@ class Store:
         finally:
             _files.remove_tree(staging)
 
+    def publish_problem(self, key: str) -> str | None:
+        """Why an entry published at ``key`` now would not be served, or None: its shard folder
+        is not a real folder, or lookups refuse what it holds (``_shard_problem``). What an
+        import asks of every key before it writes anything."""
+        shard = os.fspath(self.entry_path(key).parent)
+        try:
+            mode = os.lstat(shard).st_mode
+        except FileNotFoundError:
+            return None  # made by the publish, with the store's mode
+        except OSError as error:
+            return f"cannot check folder '{shard}' ({error.strerror})."
+        if not stat.S_ISDIR(mode):
+            return f"'{shard}' is not a folder (a symlink or a file); run 'gtcache verify --repair'."
+        return self._shard_problem(f"{shard}/{key}") if self.trust is not None else None
+
+    def set_aside(self, key: str, folder: pathlib.Path) -> pathlib.Path | None:
+        """Move what is at ``key`` (a broken entry: a folder, a symlink or a file) into ``folder``
+        (under ``tmp/``), through a descriptor of its shard folder (never through a symlink);
+        where it went, or None when nothing was there. ``put_back`` undoes it."""
+        self._require_writable()
+        try:
+            shard = os.open(self.entry_path(key).parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            return None
+        try:
+            os.rename(key, folder / key, src_dir_fd=shard)
+        except FileNotFoundError:
+            return None
+        finally:
+            os.close(shard)
+        _files.fsync_dir(folder)
+        return folder / key
+
+    def put_back(self, key: str, aside: pathlib.Path) -> bool:
+        """Move back to ``key`` what ``set_aside`` moved to ``aside``, unless something is at the
+        key now (False: it stays where it is)."""
+        shard = os.open(self.entry_path(key).parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            os.rename(aside, key, dst_dir_fd=shard)
+        except OSError as error:
+            if error.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
+                return False
+            raise
+        finally:
+            os.close(shard)
+        return True
+
     def _stage(
         self, files: Mapping[str, pathlib.Path | bytes],
         record_for: Callable[[tuple[FileRecord, ...]], EntryRecord],
