@@ -259,3 +259,49 @@ def test_dask_cluster_runs_the_jobs(tmp_path: pathlib.Path) -> None:
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["counts"]["compiled"] == 2
     assert len(gtcache.open_store(store).scan().entries) == 2
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
+def test_a_warm_stopped_by_a_signal_ends_its_workers_and_starts_no_more(tmp_path: pathlib.Path, signal_name: str) -> None:
+    """SIGTERM (a CI job cancelled) or Ctrl-C while a worker compiles: warm exits with one
+    Error line, no worker or compiler of it left running, the queued variants never started
+    (before, the run's thread pool went on starting every queued variant; and its workers,
+    in the terminal's process group, were not told of a SIGTERM sent to warm)."""
+    import signal
+    import time
+
+    store = tmp_path / "store"
+    manifest = tmp_path / "warm.toml"
+    manifest.write_text(textwrap.dedent("""
+        [[variant]]
+        program = "gtcache.examples:axpy"
+        backends = ["gtfn_cpu"]
+        static_args = { alpha = [1.0, 2.0, 3.0] }
+    """))
+    proc = subprocess.Popen([sys.executable, "-m", "gtcache_cli", "--cache-dir", str(store), "warm", "--manifest",
+                             str(manifest), "--jobs", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not _processes_naming(store, b"gtcache.warm.worker") and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "warm ended before a worker started"
+    proc.send_signal(getattr(signal, signal_name))
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == {"SIGTERM": 143, "SIGINT": 130}[signal_name], (out, err)
+    assert err.strip().splitlines()[-1] == {"SIGTERM": "Error: Terminated (SIGTERM).", "SIGINT": "Error: Interrupted."}[signal_name]
+    assert _processes_naming(store) == [], "a worker (or its compiler) outlived the run"
+    assert len(list(store.glob("entries/*/*"))) == 0  # the first variant was stopped, the others never ran
+
+
+def _processes_naming(store: pathlib.Path, marker: bytes = b"") -> list[int]:
+    """The processes whose command line names ``store`` (and ``marker``): warm's workers, and
+    their compilers (which build under the store's ``tmp/``)."""
+    found = []
+    for entry in pathlib.Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(store).encode() in command and marker in command:
+                found.append(int(entry.name))
+    return found

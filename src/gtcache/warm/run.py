@@ -11,12 +11,15 @@ CI had to cap gt4py's build jobs at 8).
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -24,7 +27,8 @@ from typing import Any, Literal
 from gtcache.warm.spec import VariantSpec
 
 __all__ = [
-    "DEFAULT_MEMORY_PER_JOB", "WarmResult", "effective_jobs", "gpu_build_env", "run_local", "run_on_dask", "run_spec",
+    "DEFAULT_MEMORY_PER_JOB", "WarmResult", "Workers", "effective_jobs", "gpu_build_env", "run_local", "run_on_dask",
+    "run_spec",
 ]
 
 #: What one compilation is assumed to need at most (a large gtfn stencil's C++ build).
@@ -80,11 +84,15 @@ def gpu_build_env(device: str, arch: str) -> dict[str, str]:
             "CUDA_VISIBLE_DEVICES": ""}
 
 
-def run_spec(spec: VariantSpec, store: str, *, timeout: float | None, build_dir: str | None = None) -> WarmResult:
+def run_spec(
+    spec: VariantSpec, store: str, *, timeout: float | None, build_dir: str | None = None,
+    workers: Workers | None = None,
+) -> WarmResult:
     """Compile one variant in a worker process (runs here, or on a dask worker).
 
     ``build_dir``: a gt4py build cache the workers of one warm run share, so that
-    gt4py's per-folder CMake set-up is paid once, not once per variant.
+    gt4py's per-folder CMake set-up is paid once, not once per variant. ``workers``: the
+    run's, which stops the worker when the run is interrupted.
     """
     start = time.perf_counter()
     env = {**os.environ, "GT4PY_BUILD_JOBS": "0", "PYTHONOPTIMIZE": os.environ.get("PYTHONOPTIMIZE", "1")}
@@ -96,31 +104,98 @@ def run_spec(spec: VariantSpec, store: str, *, timeout: float | None, build_dir:
         env.update(GT4PY_BUILD_CACHE_LIFETIME="persistent", GT4PY_BUILD_CACHE_DIR=build_dir)
     env.pop("GTCACHE_DIR", None)  # the worker publishes through compile_variants, not the start-up hook
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "gtcache.warm.worker", json.dumps(spec.to_json()), store],
-            capture_output=True, text=True, timeout=timeout, env=env, check=False,
+        code, stdout, stderr = _run_worker(
+            [sys.executable, "-m", "gtcache.warm.worker", json.dumps(spec.to_json()), store], env, timeout, workers,
         )
     except subprocess.TimeoutExpired:
         return WarmResult(spec, "timeout", None, time.perf_counter() - start, detail=f"killed after {timeout:g} s")
-    line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
+    line = next((l for l in stdout.splitlines() if l.startswith("RESULT ")), None)
     if line is None:
-        tail = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        tail = (stderr.strip().splitlines() or [f"exit code {code}"])[-1]
         return WarmResult(spec, "failed", None, time.perf_counter() - start, detail=f"worker died: {tail}")
     data = json.loads(line.removeprefix("RESULT "))
     return WarmResult(spec, data["status"], data.get("key"), data["seconds"], data.get("peak_memory", 0), data.get("detail"))
+
+
+def _run_worker(
+    args: list[str], env: dict[str, str], timeout: float | None, workers: Workers | None,
+) -> tuple[int, str, str]:
+    """Run a worker (exit code, stdout, stderr) in a process group of its own, which its
+    compiler's processes join: a timeout or an interrupted run ends them all, not only the
+    worker (``TimeoutExpired`` when it timed out)."""
+    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                          start_new_session=True) as proc:
+        if workers is not None and not workers.started(proc):
+            _signal_group(proc, signal.SIGTERM)  # the run was interrupted as this one started
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+            proc.communicate()
+            raise
+        finally:
+            if workers is not None:
+                workers.ended(proc)
+    return proc.returncode, stdout, stderr
+
+
+def _signal_group(proc: subprocess.Popen[str], signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signum)
+
+
+class Workers:
+    """The worker processes a local warm run has running. A worker leads a process group of
+    its own (the terminal's Ctrl-C reaches the run, not its workers): when the run is
+    interrupted (Ctrl-C, SIGTERM), ``stop`` ends them, compilers included, and any worker
+    started after that at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[subprocess.Popen[str]] = set()
+        self._stopped = False
+
+    def started(self, proc: subprocess.Popen[str]) -> bool:
+        """Note a worker that started; False once the run is stopped (it must end too)."""
+        with self._lock:
+            if not self._stopped:
+                self._running.add(proc)
+            return not self._stopped
+
+    def ended(self, proc: subprocess.Popen[str]) -> None:
+        with self._lock:
+            self._running.discard(proc)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            running = list(self._running)
+        for proc in running:
+            _signal_group(proc, signal.SIGTERM)
 
 
 def run_local(
     specs: Sequence[VariantSpec], store: str, *, jobs: int, timeout: float | None,
     build_dir: str | None = None, on_done: Callable[[WarmResult], None] = lambda _: None,
 ) -> list[WarmResult]:
+    """The variants' worker processes, ``jobs`` at a time. Interrupted (Ctrl-C, SIGTERM: the
+    CLI unwinds for both), it starts no more and ends those running before it returns."""
     results: dict[VariantSpec, WarmResult] = {}
-    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(run_spec, spec, store, timeout=timeout, build_dir=build_dir): spec for spec in specs}
+    workers = Workers()
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
+    try:
+        futures = {pool.submit(run_spec, spec, store, timeout=timeout, build_dir=build_dir, workers=workers): spec
+                   for spec in specs}
         for future in concurrent.futures.as_completed(futures):
             result = future.result()
             results[futures[future]] = result
             on_done(result)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        workers.stop()
+        raise
+    finally:
+        pool.shutdown(wait=True)  # (interrupted: their threads return as their workers end)
     return [results[spec] for spec in specs]
 
 
