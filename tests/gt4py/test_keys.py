@@ -1087,6 +1087,78 @@ def test_settings_a_build_reads_from_the_environment_are_keyed(tmp_path: pathlib
     assert edited["build_env"] == with_file["build_env"]  # the same name: its text tells them apart
 
 
+#: What a build reads from the environment, written out here (not read from ``toolchain``, so
+#: that a name dropped there fails): the compilers, their flags and search paths, CUDA's and HIP's.
+BUILD_VARIABLES = (
+    "CXX", "CC", "CXXFLAGS", "CFLAGS", "LDFLAGS", "CUDAARCHS", "NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS",
+    "NVCC_CCBIN", "CUDAFLAGS", "HIPFLAGS", "CUDAHOSTCXX", "CPATH", "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH",
+    "LIBRARY_PATH", "COMPILER_PATH", "GCC_EXEC_PREFIX",
+)
+
+EVERY_BUILD_FACT = """
+import json
+from gtcache import toolchain
+facts = toolchain.toolchain_facts("gtfn")
+print(json.dumps({"build_env": facts["build_env"], "version_id": facts["gt4py_build_cache_version"]}))
+"""
+
+
+def test_every_variable_a_build_reads_is_keyed() -> None:
+    """Each of the build's environment variables, and gt4py's ``GT4PY_BUILD_CACHE_VERSION_ID``
+    (what docs/keys.md advises for a compiler behind a wrapper script), is in the toolchain
+    facts with its value: a process with ``CXXFLAGS=-O0 -g`` must not be served an ``-O3``
+    build (a mutation audit: only ``CPATH`` and the toolchain file were tested)."""
+    env = {name: f"value-of-{name}" for name in BUILD_VARIABLES}
+    facts = json.loads(run_python(EVERY_BUILD_FACT, env={**env, "GT4PY_BUILD_CACHE_VERSION_ID": "v7"}).splitlines()[-1])
+    assert {name: facts["build_env"].get(name) for name in BUILD_VARIABLES} == env
+    assert facts["version_id"] == "v7"
+    unset = "import os\n" + "".join(f"os.environ.pop({n!r}, None)\n" for n in (*BUILD_VARIABLES, "GT4PY_BUILD_CACHE_VERSION_ID"))
+    plain = json.loads(run_python(unset + EVERY_BUILD_FACT).splitlines()[-1])
+    assert plain == {"build_env": {}, "version_id": None}
+
+
+NATIVE_SCRIPT = """
+import json
+from gt4py.next.otf.arguments import CompileTimeArgs
+from gtcache import examples
+from gtcache.gt4py import ingredients
+found = ingredients.direct_ingredients(examples.backend_by_name("gtfn_cpu"), examples.axpy.definition_stage,
+                                       CompileTimeArgs.empty())
+print(json.dumps("cpu_features" in found))
+"""
+
+
+@pytest.mark.parametrize("flags", ["-O3 -march=native", "-O2 -mcpu=native", "-xHost -O3", "-O3", "-march=x86-64-v2"])
+def test_gtfn_built_for_the_cpu_at_hand_is_keyed_by_it(flags: str) -> None:
+    """gtfn code built with flags for the CPU at hand (``-march=native``, ``-mcpu=native`` on
+    aarch64 and POWER, Intel's ``-xHost``) runs on that CPU model only: its key names the CPU,
+    so that a store shared by two models never serves one's code to the other (SIGILL). Other
+    flags name no CPU (a mutation audit: the existing check held trivially without such flags)."""
+    native = json.loads(run_python(NATIVE_SCRIPT, env={"CXXFLAGS": flags}).splitlines()[-1])
+    assert native == ("native" in flags or "Host" in flags)
+
+
+def test_a_content_key_changes_with_the_files_of_its_modules(tmp_path: pathlib.Path) -> None:
+    """A stored fingerprint is found by the content serialized and the files of the modules
+    its data classes and enums come from: gt4py fingerprints an enum member by its name, pickle
+    writes its value only, so a member renamed in the module (its value kept) must not find the
+    old fingerprint (a mutation audit: dropping the files from the key passed the suite)."""
+    module = tmp_path / "keyed_module_for_content.py"
+    module.write_text("VALUE = 1\n")
+    code = f"""
+import json, os, sys
+sys.path.insert(0, {str(tmp_path)!r})
+import keyed_module_for_content
+from gtcache.gt4py import _facts
+first = _facts.content_key(b"the same bytes", frozenset({{"keyed_module_for_content"}}))
+print(json.dumps(first))
+"""
+    before = json.loads(run_python(code).splitlines()[-1])
+    assert json.loads(run_python(code).splitlines()[-1]) == before  # the same files: the same key
+    module.write_text("VALUE = 2\n")
+    assert json.loads(run_python(code).splitlines()[-1]) != before
+
+
 DEBUG_SCRIPT = """
 import json, sys
 import numpy as np
