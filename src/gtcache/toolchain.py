@@ -105,17 +105,30 @@ def toolchain_facts(family: str) -> dict[str, Any]:
     facts["cxx"] = _compiler_identity()
     facts["build_env"] = {name: os.environ[name] for name in _BUILD_ENV if name in os.environ}
     if toolchain_file := os.environ.get("CMAKE_TOOLCHAIN_FILE"):
-        facts["cmake_toolchain_file"] = _file_digest(toolchain_file)
+        text = _file_bytes(toolchain_file)
+        facts["cmake_toolchain_file"] = None if text is None else xxhash.xxh3_128_hexdigest(text)
+        if text is not None and names_native_code(text.decode(errors="replace")):
+            facts["cmake_toolchain_native"] = True  # (then the key names the CPU: ``ingredients``)
     return facts
 
 
-def _file_digest(path: str) -> str | None:
-    """A digest of a file's bytes (None: it cannot be read)."""
+def _file_bytes(path: str) -> bytes | None:
+    """A file's bytes (None: it cannot be read)."""
     try:
         with open(path, "rb") as file:
-            return xxhash.xxh3_128_hexdigest(file.read())
+            return file.read()
     except OSError:
         return None
+
+
+def names_native_code(flags: str) -> bool:
+    """Whether build flags (any text holding them) ask for code for the CPU the compiler runs
+    on: gcc's and clang's ``-march=native`` (``-mcpu=native`` on aarch64 and POWER), Intel's
+    ``-xHost``. Such code may die with SIGILL on another CPU model."""
+    return _NATIVE_FLAGS.search(flags) is not None
+
+
+_NATIVE_FLAGS = re.compile(r"-m(?:arch|cpu)=native\b|-x[Hh]ost\b")
 
 
 class SourceTree(NamedTuple):

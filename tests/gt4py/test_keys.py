@@ -1129,12 +1129,25 @@ print(json.dumps("cpu_features" in found))
 
 
 @pytest.mark.parametrize("flags", ["-O3 -march=native", "-O2 -mcpu=native", "-xHost -O3", "-O3", "-march=x86-64-v2"])
-def test_gtfn_built_for_the_cpu_at_hand_is_keyed_by_it(flags: str) -> None:
+@pytest.mark.parametrize("where", ["CXXFLAGS", "toolchain file", "cmake_extra_flags"])
+def test_gtfn_built_for_the_cpu_at_hand_is_keyed_by_it(tmp_path: pathlib.Path, flags: str, where: str) -> None:
     """gtfn code built with flags for the CPU at hand (``-march=native``, ``-mcpu=native`` on
     aarch64 and POWER, Intel's ``-xHost``) runs on that CPU model only: its key names the CPU,
-    so that a store shared by two models never serves one's code to the other (SIGILL). Other
-    flags name no CPU (a mutation audit: the existing check held trivially without such flags)."""
-    native = json.loads(run_python(NATIVE_SCRIPT, env={"CXXFLAGS": flags}).splitlines()[-1])
+    so that a store shared by two models never serves one's code to the other (SIGILL), where
+    the flags come from the environment, a CMake toolchain file or the backend's own CMake
+    flags. Other flags name no CPU (a mutation audit: the existing check held trivially)."""
+    script, env = NATIVE_SCRIPT, {}
+    if where == "CXXFLAGS":
+        env = {"CXXFLAGS": flags}
+    elif where == "toolchain file":
+        (tmp_path / "t.cmake").write_text(f'set(CMAKE_CXX_FLAGS_INIT "{flags}")\n')
+        env = {"CMAKE_TOOLCHAIN_FILE": str(tmp_path / "t.cmake")}
+    else:
+        script = script.replace('examples.backend_by_name("gtfn_cpu")', "backend").replace(
+            "found =", f"backend = examples.backend_by_name('gtfn_cpu')\n"
+                       f"backend.executor.compilation.builder_factory.cmake_extra_flags.append('-DCMAKE_CXX_FLAGS={flags}')\n"
+                       "found =", 1)
+    native = json.loads(run_python(script, env=env).splitlines()[-1])
     assert native == ("native" in flags or "Host" in flags)
 
 

@@ -518,6 +518,13 @@ def variant_callbacks() -> bool:
     return callbacks is None or any(callback is not definition for callback in callbacks)
 
 
+def cmake_flags(backend: Any) -> str:
+    """The flags a backend's own configuration passes to CMake, as text (gtfn's builder
+    factory's ``cmake_extra_flags``; "" for a backend without them)."""
+    factory = getattr(getattr(getattr(backend, "executor", None), "compilation", None), "builder_factory", None)
+    return str(getattr(factory, "cmake_extra_flags", ""))
+
+
 def has_custom_compile(backend: Any) -> bool:
     """A backend overriding ``compile`` is opaque: gt4py cannot split it into lowering + executor."""
     return getattr(type(backend), "compile", None) is not gtx_backend.Backend.compile

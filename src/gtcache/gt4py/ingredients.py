@@ -12,7 +12,6 @@ argument types, static arguments, connectivity *types*, device, toolchain.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -168,15 +167,12 @@ def _shared_ingredients(backend: Any, args: Any, config: str) -> dict[str, Any]:
     }
     if family == "roundtrip":  # its executor puts gt4py's DEBUG, read when it runs, in the artifact
         ingredients["debug"] = _compat.debug_flag()
-    if family in ("dace", "other") or _NATIVE_FLAGS.search(str(facts.get("build_env"))):
-        # dace builds with -march=native by default: its code is for this CPU only.
+    if (family in ("dace", "other") or facts.get("cmake_toolchain_native")
+            or toolchain.names_native_code(f"{facts.get('build_env')} {_compat.cmake_flags(backend)}")):
+        # dace builds with -march=native by default: its code is for this CPU only; so is
+        # gtfn's with such flags (the environment's, a CMake toolchain file's, the backend's).
         ingredients["cpu_features"] = toolchain.cpu_features()
     return ingredients
-
-
-#: Build flags that make code for the CPU the compiler runs on: gcc's and clang's
-#: ``-march=native`` (``-mcpu=native`` on aarch64 and POWER), Intel's ``-xHost``.
-_NATIVE_FLAGS = re.compile(r"-m(?:arch|cpu)=native\b|-x[Hh]ost\b")
 
 
 def _device_type(backend: Any) -> str:
