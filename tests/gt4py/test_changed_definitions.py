@@ -351,3 +351,75 @@ def test_a_file_edited_between_the_variants_of_one_compile_call(tmp_path: pathli
     checked = run("edit", "1.0,3.0", GTCACHE_SELF_CHECK="1")
     assert checked["outcomes"] == [["hit", "direct"], ["hit", "build"]], checked  # (the edited build is stored)
     assert checked["outs"] == [a, [0.0] * 4] and checked["warnings"] == [], checked
+
+
+#: ``mid`` calls ``fo``, defined twice (``fo_b`` keeps the first), and ``prog`` calls ``mid``;
+#: ``{first}`` is dropped to leave only the first ``fo``.
+REBOUND_CALLEE_MODULE = """
+import gt4py.next as gtx
+from gt4py.next import Dims, Field, float64
+
+IDim = gtx.Dimension("IDim")
+
+@gtx.field_operator
+def fo(a: Field[Dims[IDim], float64], factor: float64) -> Field[Dims[IDim], float64]:
+    return factor * a + 100.0
+fo_b = fo
+{second}
+@gtx.field_operator
+def mid(a: Field[Dims[IDim], float64], factor: float64) -> Field[Dims[IDim], float64]:
+    return fo(a, factor)
+
+@gtx.program
+def prog(a: Field[Dims[IDim], float64], factor: float64, out: Field[Dims[IDim], float64]) -> None:
+    mid(a, factor, out=out)
+"""
+
+SECOND_FO = """
+@gtx.field_operator
+def fo(a: Field[Dims[IDim], float64], factor: float64) -> Field[Dims[IDim], float64]:
+    return factor * a
+"""
+
+#: Calls ``race.prog`` once (``rebind``: after ``race.fo = race.fo_b``); reports its output,
+#: the outcomes and whether gtcache finds the program parsed as defined.
+REBOUND_CALLEE_SCRIPT = """
+import json, sys
+import numpy as np
+import gt4py.next as gtx
+import race
+from gtcache.gt4py import _compat, active_hook
+
+if sys.argv[1] == "rebind":
+    race.fo = race.fo_b
+a = gtx.as_field([race.IDim], np.arange(4.0))
+out = gtx.as_field([race.IDim], np.zeros(4))
+race.prog.with_backend(gtx.itir_python)(a, 3.0, out, offset_provider={})
+as_defined = _compat.parsed_as_defined(gtx.itir_python, race.prog.definition_stage)
+print("REPORT " + json.dumps({"out": out.asnumpy().tolist(), "as_defined": as_defined,
+                              "outcomes": [(o.status, o.via) for o in active_hook().outcomes]}))
+"""
+
+
+def test_a_callee_rebound_to_an_operator_parsed_alike_after_gt4py_parsed_its_caller(tmp_path: pathlib.Path) -> None:
+    """``mid`` was parsed when decorated, with the ``fo`` of then (``factor * a``); ``race.fo``
+    is rebound to ``fo_b`` (``factor * a + 100``), whose call parses to the same tree. gt4py runs
+    ``mid``'s kept parse; the direct key reads ``fo_b``: the parse is not as defined (the closure
+    values differ, by identity), and no direct link is written. A fresh process whose ``race.py``
+    holds ``fo_b``'s definition alone compiles it (it was served the first build: no ``+ 100``)."""
+    def run(change: str) -> dict:
+        env = {"PYTHONPATH": pythonpath(tmp_path), "PYTHONDONTWRITEBYTECODE": "1", "GTCACHE_DIR": str(tmp_path / "store")}
+        out = run_python(REBOUND_CALLEE_SCRIPT, change, env=env)
+        return json.loads(next(line for line in out.splitlines() if line.startswith("REPORT ")).removeprefix("REPORT "))  # type: ignore[no-any-return]
+
+    (tmp_path / "race.py").write_text(REBOUND_CALLEE_MODULE.format(second=SECOND_FO))
+    time.sleep(1.1)  # settled before the process starts (also where times are whole seconds)
+    rebound = run("rebind")
+    assert rebound["out"] == [0.0, 3.0, 6.0, 9.0], "what gt4py alone runs: mid's kept parse"
+    assert rebound["outcomes"] == [["compiled", None]] and rebound["as_defined"] is False, rebound
+
+    (tmp_path / "race.py").write_text(REBOUND_CALLEE_MODULE.format(second=""))
+    time.sleep(1.1)
+    fresh = run("none")
+    assert fresh["out"] == [100.0, 103.0, 106.0, 109.0], f"the module as written: {fresh}"
+    assert fresh["outcomes"] == [["compiled", None]] and fresh["as_defined"] is True, fresh
