@@ -958,7 +958,9 @@ print(json.dumps([gt4py.__file__, toolchain.toolchain_facts("gtfn").get("gt4py_s
 @pytest.mark.slow
 def test_a_gt4py_from_a_source_tree_is_keyed_by_its_files(tmp_path: pathlib.Path) -> None:
     """A GT4Py developer's checkout keeps its version while its frontend or code generators are
-    edited: such a gt4py's files are a key ingredient; an installed one's version is."""
+    edited: such a gt4py's files are a key ingredient; an installed one's version is. An edit
+    that keeps a file's size (one character for another) is seen too, by its modification time
+    (a digest of names and sizes alone kept the key)."""
     import shutil
 
     import gt4py
@@ -976,8 +978,13 @@ def test_a_gt4py_from_a_source_tree_is_keyed_by_its_files(tmp_path: pathlib.Path
     assert first[0].startswith(str(checkout)) and first[1] is not None, first
     assert sources(str(checkout)) == first  # the same files: the same key
     codegen = checkout / "gt4py" / "next" / "program_processors" / "codegens" / "gtfn" / "codegen.py"
+    text = codegen.read_text()
+    codegen.write_text(text.replace("# ", "##", 1))  # one character for another: the same size
+    assert codegen.stat().st_size == len(text.encode()) and codegen.read_text() != text
+    same_size = sources(str(checkout))
+    assert same_size[1] != first[1], "an edit that keeps the size is seen (by the modification time)"
     codegen.write_text(codegen.read_text() + "\n# an edit\n")
-    assert sources(str(checkout))[1] != first[1]
+    assert sources(str(checkout))[1] not in (first[1], same_size[1])
 
 
 CELL = '''
