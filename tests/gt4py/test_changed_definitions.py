@@ -120,9 +120,10 @@ def test_a_field_operator_called_directly_is_linked_as_a_program_is(tmp_path: pa
 #: Runs ``proj``'s program once and reports; ``edit`` first appends a comment to a file of the
 #: gt4py it imported (from a checkout, as a GT4Py developer's): an edit saved while the process
 #: runs; ``edit-fork`` the same, then runs the program in a forked child (which runs what the
-#: parent imported).
+#: parent imported); ``edit-keep-mtime`` puts the file's old times back after the edit (only its
+#: change time shows it).
 GT4PY_EDIT_SCRIPT = """
-import json, multiprocessing, pathlib, sys, warnings
+import json, multiprocessing, os, pathlib, sys, warnings
 import numpy as np
 import gt4py.next as gtx
 from proj import ops
@@ -139,7 +140,10 @@ def call():
 
 if sys.argv[1].startswith("edit"):
     path = pathlib.Path(gtx.__file__).parent / "program_processors" / "runners" / "roundtrip.py"
+    before = path.stat()
     path.write_text(path.read_text() + "\\n# an edit\\n")
+if sys.argv[1] == "edit-keep-mtime":  # the old times put back, as cp -p, rsync -a or tar x do
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
 if sys.argv[1] == "edit-fork":
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
@@ -153,7 +157,7 @@ print("REPORT " + json.dumps(report))
 """
 
 
-@pytest.mark.parametrize("edit", ["edit", "edit-fork"])
+@pytest.mark.parametrize("edit", ["edit", "edit-fork", "edit-keep-mtime"])
 def test_a_gt4py_checkout_edited_while_a_process_runs(tmp_path: pathlib.Path, edit: str) -> None:
     """The process runs the gt4py it imported; its files now hold other code. Keyed by the files
     (``gt4py_sources``), what it builds would be stored, and served to the next process, as the
@@ -161,7 +165,10 @@ def test_a_gt4py_checkout_edited_while_a_process_runs(tmp_path: pathlib.Path, ed
     the edited code (before, it was served the first one's build). A forked child runs what its
     parent imported: the same (it was missed when the child counted from its own start). A
     checkout written just before a process starts (``git checkout x && python``) is what the
-    process imports: cached (it was not, when the start was taken less a margin)."""
+    process imports: cached (it was not, when the start was taken less a margin). An edit whose
+    file is given its old modification time back (``cp -p``, ``rsync -a``, ``tar x``) is seen by
+    its change time (by the modification time, the process was not told, and stored its build
+    as the edited code's)."""
     import shutil
 
     import gt4py
