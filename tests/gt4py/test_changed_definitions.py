@@ -120,9 +120,10 @@ def test_a_field_operator_called_directly_is_linked_as_a_program_is(tmp_path: pa
 #: Runs ``proj``'s program once and reports; ``edit`` first appends a comment to a file of the
 #: gt4py it imported (from a checkout, as a GT4Py developer's): an edit saved while the process
 #: runs; ``edit-fork`` the same, then runs the program in a forked child (which runs what the
-#: parent imported).
+#: parent imported); ``edit-keep-mtime`` puts the file's old times back after the edit (only its
+#: change time shows it).
 GT4PY_EDIT_SCRIPT = """
-import json, multiprocessing, pathlib, sys, warnings
+import json, multiprocessing, os, pathlib, sys, warnings
 import numpy as np
 import gt4py.next as gtx
 from proj import ops
@@ -139,7 +140,10 @@ def call():
 
 if sys.argv[1].startswith("edit"):
     path = pathlib.Path(gtx.__file__).parent / "program_processors" / "runners" / "roundtrip.py"
+    before = path.stat()
     path.write_text(path.read_text() + "\\n# an edit\\n")
+if sys.argv[1] == "edit-keep-mtime":  # the old times put back, as cp -p, rsync -a or tar x do
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
 if sys.argv[1] == "edit-fork":
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
@@ -153,7 +157,7 @@ print("REPORT " + json.dumps(report))
 """
 
 
-@pytest.mark.parametrize("edit", ["edit", "edit-fork"])
+@pytest.mark.parametrize("edit", ["edit", "edit-fork", "edit-keep-mtime"])
 def test_a_gt4py_checkout_edited_while_a_process_runs(tmp_path: pathlib.Path, edit: str) -> None:
     """The process runs the gt4py it imported; its files now hold other code. Keyed by the files
     (``gt4py_sources``), what it builds would be stored, and served to the next process, as the
@@ -161,7 +165,10 @@ def test_a_gt4py_checkout_edited_while_a_process_runs(tmp_path: pathlib.Path, ed
     the edited code (before, it was served the first one's build). A forked child runs what its
     parent imported: the same (it was missed when the child counted from its own start). A
     checkout written just before a process starts (``git checkout x && python``) is what the
-    process imports: cached (it was not, when the start was taken less a margin)."""
+    process imports: cached (it was not, when the start was taken less a margin). An edit whose
+    file is given its old modification time back (``cp -p``, ``rsync -a``, ``tar x``) is seen by
+    its change time (by the modification time, the process was not told, and stored its build
+    as the edited code's)."""
     import shutil
 
     import gt4py
@@ -351,3 +358,75 @@ def test_a_file_edited_between_the_variants_of_one_compile_call(tmp_path: pathli
     checked = run("edit", "1.0,3.0", GTCACHE_SELF_CHECK="1")
     assert checked["outcomes"] == [["hit", "direct"], ["hit", "build"]], checked  # (the edited build is stored)
     assert checked["outs"] == [a, [0.0] * 4] and checked["warnings"] == [], checked
+
+
+#: ``mid`` calls ``fo``, defined twice (``fo_b`` keeps the first), and ``prog`` calls ``mid``;
+#: ``{first}`` is dropped to leave only the first ``fo``.
+REBOUND_CALLEE_MODULE = """
+import gt4py.next as gtx
+from gt4py.next import Dims, Field, float64
+
+IDim = gtx.Dimension("IDim")
+
+@gtx.field_operator
+def fo(a: Field[Dims[IDim], float64], factor: float64) -> Field[Dims[IDim], float64]:
+    return factor * a + 100.0
+fo_b = fo
+{second}
+@gtx.field_operator
+def mid(a: Field[Dims[IDim], float64], factor: float64) -> Field[Dims[IDim], float64]:
+    return fo(a, factor)
+
+@gtx.program
+def prog(a: Field[Dims[IDim], float64], factor: float64, out: Field[Dims[IDim], float64]) -> None:
+    mid(a, factor, out=out)
+"""
+
+SECOND_FO = """
+@gtx.field_operator
+def fo(a: Field[Dims[IDim], float64], factor: float64) -> Field[Dims[IDim], float64]:
+    return factor * a
+"""
+
+#: Calls ``race.prog`` once (``rebind``: after ``race.fo = race.fo_b``); reports its output,
+#: the outcomes and whether gtcache finds the program parsed as defined.
+REBOUND_CALLEE_SCRIPT = """
+import json, sys
+import numpy as np
+import gt4py.next as gtx
+import race
+from gtcache.gt4py import _compat, active_hook
+
+if sys.argv[1] == "rebind":
+    race.fo = race.fo_b
+a = gtx.as_field([race.IDim], np.arange(4.0))
+out = gtx.as_field([race.IDim], np.zeros(4))
+race.prog.with_backend(gtx.itir_python)(a, 3.0, out, offset_provider={})
+as_defined = _compat.parsed_as_defined(gtx.itir_python, race.prog.definition_stage)
+print("REPORT " + json.dumps({"out": out.asnumpy().tolist(), "as_defined": as_defined,
+                              "outcomes": [(o.status, o.via) for o in active_hook().outcomes]}))
+"""
+
+
+def test_a_callee_rebound_to_an_operator_parsed_alike_after_gt4py_parsed_its_caller(tmp_path: pathlib.Path) -> None:
+    """``mid`` was parsed when decorated, with the ``fo`` of then (``factor * a``); ``race.fo``
+    is rebound to ``fo_b`` (``factor * a + 100``), whose call parses to the same tree. gt4py runs
+    ``mid``'s kept parse; the direct key reads ``fo_b``: the parse is not as defined (the closure
+    values differ, by identity), and no direct link is written. A fresh process whose ``race.py``
+    holds ``fo_b``'s definition alone compiles it (it was served the first build: no ``+ 100``)."""
+    def run(change: str) -> dict:
+        env = {"PYTHONPATH": pythonpath(tmp_path), "PYTHONDONTWRITEBYTECODE": "1", "GTCACHE_DIR": str(tmp_path / "store")}
+        out = run_python(REBOUND_CALLEE_SCRIPT, change, env=env)
+        return json.loads(next(line for line in out.splitlines() if line.startswith("REPORT ")).removeprefix("REPORT "))  # type: ignore[no-any-return]
+
+    (tmp_path / "race.py").write_text(REBOUND_CALLEE_MODULE.format(second=SECOND_FO))
+    time.sleep(1.1)  # settled before the process starts (also where times are whole seconds)
+    rebound = run("rebind")
+    assert rebound["out"] == [0.0, 3.0, 6.0, 9.0], "what gt4py alone runs: mid's kept parse"
+    assert rebound["outcomes"] == [["compiled", None]] and rebound["as_defined"] is False, rebound
+
+    (tmp_path / "race.py").write_text(REBOUND_CALLEE_MODULE.format(second=""))
+    time.sleep(1.1)
+    fresh = run("none")
+    assert fresh["out"] == [100.0, 103.0, 106.0, 109.0], f"the module as written: {fresh}"
+    assert fresh["outcomes"] == [["compiled", None]] and fresh["as_defined"] is True, fresh

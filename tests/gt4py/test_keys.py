@@ -958,7 +958,9 @@ print(json.dumps([gt4py.__file__, toolchain.toolchain_facts("gtfn").get("gt4py_s
 @pytest.mark.slow
 def test_a_gt4py_from_a_source_tree_is_keyed_by_its_files(tmp_path: pathlib.Path) -> None:
     """A GT4Py developer's checkout keeps its version while its frontend or code generators are
-    edited: such a gt4py's files are a key ingredient; an installed one's version is."""
+    edited: such a gt4py's files are a key ingredient; an installed one's version is. An edit
+    that keeps a file's size (one character for another) is seen too, by its modification time
+    (a digest of names and sizes alone kept the key)."""
     import shutil
 
     import gt4py
@@ -976,8 +978,13 @@ def test_a_gt4py_from_a_source_tree_is_keyed_by_its_files(tmp_path: pathlib.Path
     assert first[0].startswith(str(checkout)) and first[1] is not None, first
     assert sources(str(checkout)) == first  # the same files: the same key
     codegen = checkout / "gt4py" / "next" / "program_processors" / "codegens" / "gtfn" / "codegen.py"
+    text = codegen.read_text()
+    codegen.write_text(text.replace("# ", "##", 1))  # one character for another: the same size
+    assert codegen.stat().st_size == len(text.encode()) and codegen.read_text() != text
+    same_size = sources(str(checkout))
+    assert same_size[1] != first[1], "an edit that keeps the size is seen (by the modification time)"
     codegen.write_text(codegen.read_text() + "\n# an edit\n")
-    assert sources(str(checkout))[1] != first[1]
+    assert sources(str(checkout))[1] not in (first[1], same_size[1])
 
 
 CELL = '''
@@ -1202,3 +1209,47 @@ def test_gt4py_debug_is_keyed_for_the_roundtrip_backend(tmp_path: pathlib.Path) 
         return json.loads(next(line for line in out.splitlines() if line.startswith("REPORT ")).removeprefix("REPORT "))  # type: ignore[no-any-return]
 
     assert [outcomes("0"), outcomes("1"), outcomes("1"), outcomes("0")] == [["compiled"], ["compiled"], ["hit"], ["hit"]]
+
+
+KDim = gtx.Dimension("KDim", kind=gtx.DimensionKind.VERTICAL)
+K2 = gtx.Dimension("K2", kind=gtx.DimensionKind.VERTICAL)
+IDim = gtx.Dimension("IDim")
+
+
+def _cumulative_sum_along(axis: gtx.Dimension) -> Any:
+    """A program summing its field up the column ``axis``: one factory, the same names and the
+    same fields over ``[IDim, K2, KDim]`` for either axis."""
+
+    @gtx.scan_operator(axis=axis, forward=True, init=0.0)
+    def accumulate(state: gtx.float64, a: gtx.float64) -> gtx.float64:
+        return state + a
+
+    @gtx.program
+    def cumulative(a: gtx.Field[gtx.Dims[IDim, K2, KDim], gtx.float64],
+                   out: gtx.Field[gtx.Dims[IDim, K2, KDim], gtx.float64]) -> None:
+        accumulate(a, out=out)
+
+    return cumulative
+
+
+def test_two_scans_that_differ_only_in_their_axis_are_two_entries(tmp_path: pathlib.Path) -> None:
+    """Two scan programs, the same but for the axis they scan (``KDim`` or ``K2``), lower to
+    the same ``program_ir``: the scan's axis is the build's ``column_axis``, an ingredient of its
+    own. Without it the second was a hit on the first's build and summed up the wrong axis."""
+    import gtcache
+    from gtcache.gt4py import compile_variants
+
+    store = gtcache.open_store(tmp_path / "store")
+    data = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)
+    keys = []
+    for axis, position in ((KDim, 2), (K2, 1)):
+        program, outcomes = compile_variants(store, _cumulative_sum_along(axis), backend=gtx.itir_python,
+                                             offset_provider={})
+        assert [o.status for o in outcomes] == ["compiled"], (axis, outcomes)
+        keys.append(outcomes[0].key)
+        out = gtx.as_field([IDim, K2, KDim], np.zeros_like(data))
+        program(gtx.as_field([IDim, K2, KDim], data), out, offset_provider={})
+        np.testing.assert_array_equal(out.asnumpy(), np.cumsum(data, axis=position), err_msg=str(axis))
+    first, second = (store.get(key).record.ingredients for key in keys)
+    assert first["program_ir"] == second["program_ir"], "the same program: the axis alone tells them apart"
+    assert (first["column_axis"], second["column_axis"]) == (str(KDim), str(K2))
