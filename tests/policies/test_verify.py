@@ -386,3 +386,44 @@ def test_a_killed_writers_ledger_temp_file_and_flock_probe_are_leftovers(make_en
     assert verify(gtcache.open_store(store.root), repair=True).ok
     assert not old_temp.exists() and not probe.exists() and fresh.exists()
     assert len(gtcache.open_store(store.root).ledger_runs()) == 1, "the run file stays"
+
+
+def test_what_tmp_holds_in_use_is_never_a_leftover(make_entry) -> None:
+    """A running ``gtcache warm``'s build folder (``tmp/warm-build-<pid>-...``) whose own time is
+    old (its compiles write deep inside it, or nothing for a while) was a leftover, and
+    ``verify --repair`` deleted it under the warm. What ``tmp/`` holds is judged by the newest
+    time within it, and kept while its name carries the pid of a process running here; a dead
+    pid's old folder is a leftover as before (the age rule: a pid says nothing of another host)."""
+    import subprocess
+    import sys
+
+    store: gtcache.Store = make_entry.store
+    make_entry("a")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    dead_pid = int(dead.stdout)
+    tmp = store.scratch_root()
+    with store.scratch("warm-build-") as running:  # this process's: running
+        (running / "build" / "module").mkdir(parents=True)
+        (running / "build" / "module" / "a.o").write_bytes(b"o")
+        for path in (running / "build" / "module" / "a.o", running / "build" / "module", running / "build", running):
+            age(path)
+        busy = tmp / f"warm-build-{dead_pid}-0123456789ab"  # a dead pid (or another host's), a fresh file deep in it
+        (busy / "build" / "module").mkdir(parents=True)
+        (busy / "build" / "module" / "b.o").write_bytes(b"o")
+        for path in (busy / "build" / "module", busy / "build", busy):
+            age(path)
+        stale = tmp / f"warm-build-{dead_pid}-ba9876543210"  # a dead pid, everything old: a leftover
+        (stale / "build").mkdir(parents=True)
+        (stale / "build" / "c.o").write_bytes(b"o")
+        for path in (stale / "build" / "c.o", stale / "build", stale):
+            age(path)
+
+        report = verify(store, repair=True)
+        assert [(p.kind, p.path) for p in report.repaired] == [("leftover", stale)]
+        assert report.ok, report.problems
+        assert (running / "build" / "module" / "a.o").exists() and (busy / "build" / "module" / "b.o").exists()
+        assert not stale.exists()
+        age(busy / "build" / "module" / "b.o")  # once nothing in it is young, the dead pid's goes
+        assert [(p.kind, p.path) for p in verify(store).problems] == [("leftover", busy)]
+    assert not running.exists()

@@ -9,7 +9,7 @@ Problems and what ``repair`` does with them:
 | ``extra-file`` | a file in an entry folder that its record does not list | removed (a symlink itself, never its target) |
 | ``orphan`` | something under ``entries/`` that is not an entry folder at its place, a symlinked shard or entry folder among them | removed (a symlink itself, never its target) |
 | ``refused-folder`` | a shard folder (``entries/<xx>``, ``direct/<xx>``) whose owner or mode makes lookups refuse all it holds (a store made under umask 002): its entries are ``broken-entry`` problems, its links never followed; an entry folder of its own is a ``broken-entry`` alone | ``entries/<xx>``: removed once empty (its entries quarantined); ``direct/<xx>``: removed with its links; made anew, with the store's mode, by the next publish. Never ``chmod``: that would trust what someone untrusted may have written |
-| ``leftover`` | a staging folder in ``tmp/`` or a temp file older than the grace period, anything in ``trash/`` | removed |
+| ``leftover`` | a staging or build folder in ``tmp/``, anything in ``trash/``, a temp file, older than the grace period (``tmp/`` and ``trash/``: by the newest time within; a week while the pid its name carries runs on this host, ``_in_use``) | removed |
 | ``dangling-link`` | a direct link to no sound entry, or unreadable | removed |
 | ``index`` | the index could not be read, or holds rows that are not gtcache's JSON text (a pickle: never loaded) | rebuilt |
 | ``config`` | ``gtcache.toml`` unreadable, not TOML, or a value that does not check out (``max_size = "20X"``): the caps are not enforced | none: ``gtcache config set`` / ``unset`` fixes it |
@@ -45,13 +45,21 @@ from gtcache.store import (
     RefusedFolder,
     Store,
     is_key,
+    pid_of,
     remove_tree,
 )
 
 __all__ = ["Problem", "VerifyReport", "verify"]
 
-#: Staging folders and temp files younger than this may belong to a running publish.
+#: Staging folders and temp files younger than this may belong to a running publish. What
+#: ``tmp/`` and ``trash/`` hold is judged by the newest time within it (``_newest_mtime``).
 DEFAULT_GRACE_SECONDS = 3600.0
+#: What ``tmp/`` or ``trash/`` holds whose name carries the pid of a process running on this
+#: host is kept while nothing in it is older than this (a compile can write nothing for hours;
+#: a pid reused by a long-lived process must not keep litter for ever).
+_RUNNING_GRACE_SECONDS = 7 * 86400.0
+#: How many items of a folder in ``tmp/`` or ``trash/`` are looked at for its newest time.
+_WALK_LIMIT = 10_000
 
 
 #: What ``verify`` finds: "symlink" (a store folder that is a link), "orphan", "index",
@@ -206,10 +214,10 @@ def _check_entry(store: Store, key: str, now: float, grace: float) -> list[Probl
 def _check_leftovers(store: Store, now: float, grace: float, unsafe: set[pathlib.Path]) -> list[Problem]:
     problems = []
     for item in _listdir(store.root / TMP_DIR, unsafe):
-        if now - _mtime(item) > grace:
+        if not _in_use(item, now, grace):
             problems.append(Problem("leftover", pathlib.Path(item.path), "staging folder of an interrupted publish"))
     for item in _listdir(store.root / TRASH_DIR, unsafe):
-        if now - _mtime(item) > grace:
+        if not _in_use(item, now, grace):
             problems.append(Problem("leftover", pathlib.Path(item.path), "removal that did not finish"))
     # What a process killed meanwhile left: a ledger entry's temp file, a lock's flock probe
     # (folders this user may not list: not looked into, as the entries' checks do not need them).
@@ -320,6 +328,56 @@ def _listdir(
         if unlisted_ok:
             return []
         raise
+
+
+def _in_use(item: os.DirEntry[str], now: float, grace: float) -> bool:
+    """Whether what ``tmp/`` or ``trash/`` holds (``item``) may still be in use: something in it
+    (looked at up to ``_WALK_LIMIT`` items, ``_newest_mtime``) was written within ``grace``
+    seconds, or its name carries the pid of a process running on this host (``unique_name``)
+    and it was written within ``_RUNNING_GRACE_SECONDS``. A pid tells nothing of another host's
+    processes (a store shared over NFS): there, and for a dead pid, the age alone decides."""
+    newest = _newest_mtime(item)
+    if now - newest <= grace:
+        return True
+    pid = pid_of(item.name)
+    return pid is not None and now - newest <= _RUNNING_GRACE_SECONDS and _running_here(pid)
+
+
+def _newest_mtime(item: os.DirEntry[str]) -> float:
+    """The newest modification time of ``item`` and, for a folder, of what it holds (a build
+    folder's own time changes only when a name is added or removed right in it), never through a
+    symlink; at most ``_WALK_LIMIT`` items are looked at (then the newest of those)."""
+    newest = _mtime(item)
+    if not item.is_dir(follow_symlinks=False):
+        return newest
+    pending, seen = [item.path], 0
+    while pending and seen < _WALK_LIMIT:
+        with contextlib.suppress(OSError), os.scandir(pending.pop()) as items:
+            for sub in items:
+                seen += 1
+                newest = max(newest, _mtime(sub))
+                with contextlib.suppress(OSError):
+                    if sub.is_dir(follow_symlinks=False):
+                        pending.append(sub.path)
+                if seen >= _WALK_LIMIT:
+                    break
+    return newest
+
+
+def _running_here(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this host (maybe another than the one that made the
+    name, if the pid was reused: kept a while longer, no harm)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's
+    except OSError:
+        return False
+    return True
 
 
 def _mtime(item: os.DirEntry[str]) -> float:
