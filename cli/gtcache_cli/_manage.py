@@ -142,8 +142,9 @@ def prune_command(
         if not limits.active:
             raise _no_policy()
         policy = dataclasses.replace(policy, max_size=limits.max_size, max_files=limits.max_files)
-    usage = store.usage()[1:] if policy.max_size is not None or policy.max_files is not None else None
     scan = store.scan()
+    # Measured after the scan: an entry removed since (another prune) is not counted twice.
+    usage = store.usage_by_key() if policy.max_size is not None or policy.max_files is not None else None
     policy = dataclasses.replace(policy, backend=policies.backend_glob(policy.backend, (e.backend for e in scan.entries)))
     if policy.keep_gt4py and scan.entries and not any(e.gt4py in policy.keep_gt4py for e in scan.entries):
         built = ", ".join(sorted({e.gt4py for e in scan.entries}))

@@ -680,12 +680,17 @@ class Hook:
             self._link(variant.direct_key, variant.key)
             if (remote := self.remote_tiers()) is not None:
                 remote.push(self.store, variant.key, variant.direct_key)
-            self._enforce_limits()
         except UnsupportedArtifactError as error:
             status, detail = "bypassed", str(error)
         except Exception as error:  # full disk, permissions, anything: the program goes on
             detail = f"not stored: {error}"
             self._cannot_write(f"cannot publish to '{self.store.root if self.store else '?'}': {error}")
+        else:
+            try:  # published: a cap that cannot be enforced is no failed publish
+                self._enforce_limits()
+            except Exception as error:
+                self.warn_once(f"cannot enforce the size cap of '{self.store.root}': {error}",
+                               "the entry is stored; the store may stay over its cap", topic="size cap")
         self._record(Outcome(name, variant.backend, status, variant.key, seconds, detail=detail, spec=variant.spec))
 
 

@@ -714,17 +714,29 @@ class Store:
 
     def usage(self) -> tuple[int, int, int]:
         """(entries, bytes, files) from the folders alone: no record is parsed, no index read."""
+        by_key = self.usage_by_key()
+        return len(by_key), sum(size for size, _ in by_key.values()), sum(files for _, files in by_key.values())
+
+    def usage_by_key(self) -> dict[str, tuple[int, int]]:
+        """(bytes, files) of each entry folder found now, by key: ``usage`` entry by entry, what a
+        plan made from an earlier scan checks its caps against (an entry gone since is not there)."""
         from gtcache.store import _catalog
 
-        entries = size = files = 0
+        found = {}
         for key, _ in _catalog.disk_keys(self):
-            entries += 1
-            with contextlib.suppress(OSError), os.scandir(self.entry_path(key)) as items:
-                for item in items:
-                    with contextlib.suppress(OSError):
-                        size += item.stat(follow_symlinks=False).st_size
-                        files += 1
-        return entries, size, files
+            size = files = 0
+            try:
+                with os.scandir(self.entry_path(key)) as items:
+                    for item in items:
+                        with contextlib.suppress(OSError):
+                            size += item.stat(follow_symlinks=False).st_size
+                            files += 1
+            except FileNotFoundError:
+                continue  # removed since it was listed
+            except OSError:
+                pass
+            found[key] = (size, files)
+        return found
 
     # -- the ledger ---------------------------------------------------------------------
 
