@@ -185,7 +185,7 @@ def _check(store: Store, grace: float) -> tuple[list[Problem], int, list[str]]:
     elif index == "lagging":
         notes.append("the index lagged behind the entry folders (normal after publishes); refreshed")
     elif index == "unavailable":
-        notes.append("no index here (read-only store or unwritable index folder)")
+        notes.append("no index here (read-only store, unwritable index folder, or locked by another process)")
     return problems, entries, notes
 
 
