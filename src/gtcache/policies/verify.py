@@ -116,19 +116,25 @@ def verify(store: Store, *, repair: bool = False, grace_seconds: float = DEFAULT
         return VerifyReport(store.root, entries, tuple(problems), notes=tuple(notes))
     failed: list[str] = []
     unchecked: dict[tuple[str, pathlib.Path], str] = {}
+    gone: set[tuple[str, pathlib.Path]] = set()
     for problem in sorted(problems, key=lambda p: _REPAIR_ORDER.get(p.kind, 1)):
         try:
-            if not _repair(store, problem):
+            done = _repair(store, problem)
+            if done == "left":
                 unchecked[problem.kind, problem.path] = problem.detail
+            elif done == "gone":
+                gone.add((problem.kind, problem.path))
         except OSError as error:  # (a folder of another user in the store): the rest is repaired
             failed.append(f"could not repair {problem.path}: {error.strerror or error}")
     store.recheck_folders()  # checked again, not taken from before the repairs
     store.rebuild_index()
     remaining, entries, notes = _check(store, grace_seconds)
     left = {(p.kind, p.path) for p in remaining}  # (a detail may count what is left)
-    repaired = tuple(p for p in problems if p.kind != "config" and (p.kind, p.path) not in left | unchecked.keys())
+    repaired = tuple(p for p in problems if p.kind != "config" and (p.kind, p.path) not in left | unchecked.keys() | gone)
     failed += [f"left {path} as it was: {detail.removesuffix('.')}, but it checks out now."
                for (kind, path), detail in sorted(unchecked.items()) if (kind, path) not in left]
+    failed += [f"{path} was removed by another process before its repair (not repaired)."
+               for kind, path in sorted(gone) if (kind, path) not in left]
     return VerifyReport(store.root, entries, tuple(remaining), repaired=repaired, notes=tuple(failed + notes))
 
 
@@ -164,8 +170,10 @@ def _check(store: Store, grace: float) -> tuple[list[Problem], int, list[str]]:
                 what = "a symlink, not an entry folder" if item.is_symlink() else "not an entry folder"
                 problems.append(Problem("orphan", pathlib.Path(item.path), what))
                 continue
-            entries += 1
             entry_problems = _check_entry(store, item.name, now, grace)
+            if entry_problems is None:
+                continue  # removed since it was listed (a prune, rm): not an entry, not broken
+            entries += 1
             problems += entry_problems
             if not any(p.kind == "broken-entry" for p in entry_problems):
                 sound.add(item.name)
@@ -189,14 +197,19 @@ def _check(store: Store, grace: float) -> tuple[list[Problem], int, list[str]]:
     return problems, entries, notes
 
 
-def _check_entry(store: Store, key: str, now: float, grace: float) -> list[Problem]:
+def _check_entry(store: Store, key: str, now: float, grace: float) -> list[Problem] | None:
+    """The problems of entry ``key``; None when its folder is gone (removed while checked)."""
     path = store.entry_path(key)
     try:
         entry = store.lookup(key)
         if entry is None:
+            if not os.path.lexists(path):
+                return None
             return [Problem("broken-entry", path, f"'{ENTRY_FILE}' is missing.", key)]
         store.verify_payload(entry)
     except CorruptEntryError as error:
+        if not os.path.lexists(path):  # renamed away whole while its files were read
+            return None
         return [Problem("broken-entry", path, error.reason, key)]
     listed = {f.path for f in entry.record.files} | {ENTRY_FILE}
     problems = []
@@ -263,9 +276,10 @@ def _refused_what(found: RefusedFolder) -> str:
     return f"{count} entr{'y' if count == 1 else 'ies'} in it refused (each a broken-entry)"
 
 
-def _repair(store: Store, problem: Problem) -> bool:
-    """Repair ``problem``; False: left as it was on purpose (it could not be checked, or it
-    checks out now)."""
+def _repair(store: Store, problem: Problem) -> Literal["repaired", "left", "gone"]:
+    """Repair ``problem``; "left": left as it was on purpose (it could not be checked, or it
+    checks out now); "gone": a broken entry removed meanwhile by another process (a prune, rm):
+    nothing was done to it."""
     if problem.kind == "symlink":
         store.repair_folder(problem.path)
     elif problem.kind == "refused-folder":
@@ -275,7 +289,7 @@ def _repair(store: Store, problem: Problem) -> bool:
         # are quarantined (else it stays, and is reported again). Not one that could not be
         # checked (an I/O error, a stale NFS handle: maybe gone by the next run).
         if ": cannot check folder" in problem.detail:
-            return False
+            return "left"
         if problem.path.parent.name == DIRECT_DIR:
             remove_tree(problem.path)  # a symlink is unlinked itself, never followed
         else:
@@ -287,18 +301,19 @@ def _repair(store: Store, problem: Problem) -> bool:
         try:
             judged = os.lstat(problem.path)
         except FileNotFoundError:
-            return True
+            return "gone"
         if _sound(store, problem.key):
-            return False
-        store.quarantine(problem.key, judged=judged)
+            return "left"
+        if store.quarantine(problem.key, judged=judged) is None and not os.path.lexists(problem.path):
+            return "gone"
     elif problem.kind == "dangling-link":
         target = store.build_key_of(problem.path.name)
         if target is not None and _sound(store, target):  # linked anew, or its entry published since
-            return False
+            return "left"
         remove_tree(problem.path)
     elif problem.kind in ("extra-file", "orphan", "leftover"):
         remove_tree(problem.path)  # a symlink is unlinked itself, never followed
-    return True
+    return "repaired"
 
 
 def _sound(store: Store, key: str) -> bool:
