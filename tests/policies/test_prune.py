@@ -285,3 +285,21 @@ def test_a_backend_glob_means_the_names_as_written_first() -> None:
     assert backend_glob("g*", ["run_gtfn_cpu", "gpu_mine"]) == "g*"
     assert backend_glob("*dace*", ["run_dace_cpu"]) == "*dace*"
     assert backend_glob("run_nothing", []) == "run_nothing" and backend_glob(None, ["x"]) is None
+
+
+def test_two_prunes_at_once_each_count_only_what_they_removed(make_entry) -> None:
+    """Another prune (a real process, to completion) runs between this one's plan and its
+    removals: this one reported the same entries removed ('Removed 3 entries, freed 0 B'). It
+    counts only what it removed; the others are 'gone' (``gone`` in --json, said in the text)."""
+    from tests.helpers import run_python
+
+    entries = [make_entry(f"p{i}", created_days=30, used_days=20) for i in range(3)]
+    store = make_entry.store
+    plan = plan_prune(store.scan(), PrunePolicy(unused_for=14 * DAY))
+    other = run_python("from gtcache_cli.main import cli; cli()", "--cache-dir", str(store.root), "prune",
+                       "--unused-for", "14d", "--yes")
+    assert "Removed 3 entries" in other
+    outcome = plan.apply(store)
+    assert (outcome.removed, outcome.freed, outcome.left, dict(outcome.failed)) == ((), 0, (), {})
+    assert sorted(outcome.gone) == sorted(e.key for e in entries)
+    assert outcome.to_json()["removed"] == 0 and len(outcome.to_json()["gone"]) == 3

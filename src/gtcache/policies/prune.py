@@ -104,9 +104,12 @@ class PrunePlan:
         """Remove the planned entries, going on past those that cannot be removed."""
         failed: dict[str, str] = {}
         left: set[str] = set()
-        freed = store.remove((r.entry.key for r in self.removals), failed=failed, seen=self._seen(), left=left)
-        removed = tuple(r.entry.key for r in self.removals if r.entry.key not in failed and r.entry.key not in left)
-        return PruneOutcome(removed=removed, freed=freed, failed=failed, left=tuple(sorted(left)))
+        removed: list[str] = []  # by this process: not those another removed meanwhile
+        freed = store.remove((r.entry.key for r in self.removals), failed=failed, seen=self._seen(), left=left,
+                             removed=removed)
+        done = {*removed, *failed, *left}
+        gone = tuple(r.entry.key for r in self.removals if r.entry.key not in done)
+        return PruneOutcome(removed=tuple(removed), freed=freed, failed=failed, left=tuple(sorted(left)), gone=gone)
 
     def _seen(self) -> dict[str, Seen] | None:
         """What each removal was decided on (``prune``'s plans): an entry used or published
@@ -124,13 +127,15 @@ class PruneOutcome:
     failed: Mapping[str, str]
     #: Keys left because the entry was used or published again since the plan.
     left: tuple[str, ...] = ()
+    #: Keys already gone when their turn came (another prune or rm removed them): not counted.
+    gone: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
         return not self.failed
 
     def to_json(self) -> dict[str, Any]:
-        return {"removed": len(self.removed), "freed": self.freed, "left": list(self.left),
+        return {"removed": len(self.removed), "freed": self.freed, "left": list(self.left), "gone": list(self.gone),
                 "failed": [{"key": key, "reason": reason} for key, reason in sorted(self.failed.items())]}
 
 

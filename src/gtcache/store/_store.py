@@ -468,8 +468,12 @@ class Store:
         self, keys: Iterable[str], *, failed: dict[str, str] | None = None,
         judged: Mapping[str, os.stat_result] | None = None,
         seen: Mapping[str, Seen] | None = None, left: set[str] | None = None,
+        removed: list[str] | None = None,
     ) -> int:
         """Remove entries (absent keys are skipped); return the bytes freed.
+
+        ``removed``: the keys this call removed are added to it (not those found gone: another
+        process removed them).
 
         ``failed``: an entry that cannot be removed (``OSError``: permissions, ...) is added
         to it, key -> why, and the others still go; without it the first such error raises.
@@ -506,6 +510,8 @@ class Store:
                 continue
             if done == "removed":
                 freed += size
+                if removed is not None:
+                    removed.append(key)
             self._index.delete(key)
         return freed
 
