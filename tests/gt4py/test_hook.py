@@ -319,6 +319,38 @@ def test_a_cap_that_cannot_remove_an_entry_warns_so_and_the_publish_stands(tmp_p
     assert store.lookup(locked.key) is not None and store.lookup(removable.key) is None, "the next one went instead"
 
 
+def test_a_hit_whose_entry_a_prune_removes_before_its_checksums_is_a_quiet_miss(tmp_path: pathlib.Path) -> None:
+    """A prune (a real 'gtcache rm' process) removes the entry between a hit's lookup and its
+    checksums: the hit warned 'Entry ... is broken: cannot read ...'. The folder was renamed away
+    whole (its record gone too): a miss, compiled again without a warning."""
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    assert statuses(run_project(project, store)) == [("compiled", None)]
+    code = f"""
+    import json, runpy, subprocess, sys, warnings
+    from gtcache.store._store import Store
+    checked = Store.verify_payload
+
+    def racing(self, entry):
+        Store.verify_payload = checked
+        subprocess.run([sys.executable, "-m", "gtcache_cli", "--cache-dir", {str(store)!r}, "rm", entry.key, "--yes"],
+                       check=True, capture_output=True)
+        return checked(self, entry)
+
+    Store.verify_payload = racing
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        runpy.run_path({str(project / 'run.py')!r}, run_name="__main__")
+    print("WARNINGS " + json.dumps([str(w.message) for w in caught if "gtcache" in str(w.message)]))
+    print("RACED", Store.verify_payload is checked)
+    """
+    out = run_python(code, env={"PYTHONPATH": pythonpath(project), "GTCACHE_DIR": str(store)})
+    report = json.loads(next(l for l in out.splitlines() if l.startswith("REPORT ")).removeprefix("REPORT "))
+    assert "RACED True" in out, "the entry was removed between the lookup and the checksums"
+    assert report["out"] == expected(2.0, 1.0) and statuses(report) == [("compiled", None)]
+    assert json.loads(out.split("WARNINGS ")[1].splitlines()[0]) == [], "a miss, not a broken entry"
+
+
 def test_explain_logs_why_a_miss_missed(tmp_path: pathlib.Path) -> None:
     store = tmp_path / "store"
     project = write_project(tmp_path / "p")

@@ -318,6 +318,26 @@ def test_an_index_another_process_holds_locked_is_not_waited_for_nor_dropped(tmp
     assert scan.index == "ok" and [(e.key, e.program, e.status) for e in scan.entries] == before
 
 
+def test_an_entry_removed_after_its_lookup_is_removed_not_broken(tmp_path: pathlib.Path) -> None:
+    """``verify_payload`` of an entry a prune removed (renamed away whole) since its lookup:
+    ``EntryRemovedError``, as ``lookup`` finds it absent; a payload file missing beside its
+    record is still broken."""
+    from gtcache.errors import CorruptEntryError, EntryRemovedError
+    from tests.helpers import run_python
+
+    store = gtcache.open_store(tmp_path / "s")
+    removed, damaged = publish(store, "removed"), publish(store, "damaged")
+    found = store.get(removed.key)
+    run_python("from gtcache_cli.main import cli; cli()", "--cache-dir", str(store.root), "rm", removed.key, "--yes")
+    with pytest.raises(EntryRemovedError):
+        store.verify_payload(found)
+    found = store.get(damaged.key)
+    (damaged.path / "program.py").unlink()
+    with pytest.raises(CorruptEntryError, match="cannot read 'program.py'") as caught:
+        store.verify_payload(found)
+    assert not isinstance(caught.value, EntryRemovedError)
+
+
 def test_index_follows_entries_added_and_removed_behind_its_back(tmp_path: pathlib.Path) -> None:
     store = gtcache.open_store(tmp_path / "s")
     a = publish(store, "a")

@@ -28,6 +28,7 @@ from gtcache._version import __version__
 from gtcache.errors import (
     CorruptEntryError,
     EntryNotFoundError,
+    EntryRemovedError,
     GtcacheError,
     UntrustedEntryError,
 )
@@ -184,12 +185,16 @@ class Store:
         return entry
 
     def verify_payload(self, entry: Entry) -> None:
-        """Check every payload file against its size and xxh3; ``CorruptEntryError`` if one differs."""
+        """Check every payload file against its size and xxh3; ``CorruptEntryError`` if one differs,
+        ``EntryRemovedError`` (one) if the entry was removed since its lookup (a file and the
+        record gone: the folder renamed away whole, as ``lookup`` tells absent from broken)."""
         folder = os.fspath(entry.path)
         for item in entry.record.files:
             try:
                 digest = _files.file_xxh3(f"{folder}/{item.path}")
             except OSError as error:
+                if isinstance(error, FileNotFoundError) and not os.path.lexists(f"{folder}/{_layout.ENTRY_FILE}"):
+                    raise EntryRemovedError(entry.key) from None
                 raise CorruptEntryError(entry.key, f"cannot read '{item.path}' ({error.strerror}).") from None
             if digest != item.xxh3:
                 raise CorruptEntryError(entry.key, f"file '{item.path}' does not match its checksum.")
