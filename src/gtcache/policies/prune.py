@@ -269,13 +269,27 @@ def _cap_reason(policy: PrunePolicy) -> str:
     return f"{' and '.join(caps)}: {order}"
 
 
-def _last_used(entry: EntryInfo) -> tuple[str, str]:
-    return (entry.last_used, entry.key)
+def _last_used(entry: EntryInfo) -> tuple[float, str]:
+    """Least recently used first: by the time ``last_used`` names (not its text: another
+    offset or precision sorts otherwise); one that cannot be read counts as oldest, as
+    ``--unused-for`` counts it (``_age``)."""
+    return (_timestamp(entry.last_used), entry.key)
 
 
-def _value_per_byte(entry: EntryInfo) -> tuple[float, str, str]:
+def _value_per_byte(entry: EntryInfo) -> tuple[float, float, str]:
     value = entry.compile_seconds * (entry.hits + 1) / max(entry.size, 1)
-    return (value, entry.last_used, entry.key)
+    return (value, _timestamp(entry.last_used), entry.key)
+
+
+def _timestamp(iso: str) -> float:
+    """Seconds since the epoch of ``iso`` (UTC when it names no offset); -inf when unreadable."""
+    try:
+        then = datetime.datetime.fromisoformat(iso)
+    except (TypeError, ValueError):
+        return float("-inf")
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=datetime.UTC)
+    return then.timestamp()
 
 
 def _age(iso: str, now: datetime.datetime) -> float:
