@@ -33,8 +33,7 @@ def _run_plan(store: gtcache.Store, plan: policies.PrunePlan, *, dry_run: bool, 
     what the removal then reports. An entry that cannot be removed (permissions, ...) does
     not stop the others; each is named with its reason, and the command exits 1.
     """
-    if as_json and not (yes or dry_run):
-        raise click.UsageError("With --json, give --yes (or --dry-run): there is no prompt.")
+    _json_needs_yes(as_json, yes, dry_run)
     on_disk = {r.entry.key: store.disk_size(r.entry.key) for r in plan.removals}
     freed = sum(on_disk.values())
     remaining = max(store.usage()[1] - freed, 0)
@@ -47,7 +46,8 @@ def _run_plan(store: gtcache.Store, plan: policies.PrunePlan, *, dry_run: bool, 
                 click.echo(f"Nothing to remove in '{_text.escape(str(plan.root))}'.")
             _render.quarantine_note(quarantine)
 
-        emit({**plan.to_json(), "freed": freed, "remaining_size": remaining, "dry_run": dry_run}, as_json, render)
+        emit({**plan.to_json(), "freed": freed, "remaining_size": remaining, "dry_run": dry_run,
+              **_quarantine_json(quarantine)}, as_json, render)
         return
     if not as_json:
         _render.plan_table(plan, on_disk=on_disk, remaining=remaining)
@@ -58,9 +58,20 @@ def _run_plan(store: gtcache.Store, plan: policies.PrunePlan, *, dry_run: bool, 
         _render.removal_outcome(outcome)
         _render.quarantine_note(quarantine)
 
-    emit({**plan.to_json(), "remaining_size": remaining, "dry_run": False, **outcome.to_json()}, as_json, report)
+    emit({**plan.to_json(), "remaining_size": remaining, "dry_run": False, **outcome.to_json(),
+          **_quarantine_json(quarantine)}, as_json, report)
     if not outcome.ok:
         raise SystemExit(1)
+
+
+def _quarantine_json(quarantine: tuple[int, int]) -> dict[str, int]:
+    """What the text's quarantine note says: broken entries 'verify --repair' moved aside."""
+    return {"quarantined": quarantine[0], "quarantine_size": quarantine[1]}
+
+
+def _json_needs_yes(as_json: bool, yes: bool, dry_run: bool) -> None:
+    if as_json and not (yes or dry_run):
+        raise click.UsageError("With --json, give --yes (or --dry-run): there is no prompt.")
 
 
 @click.command(name="rm", short_help="Remove chosen entries (by key, prefix, program or glob).", epilog=EXIT_CODES_HELP)
@@ -121,6 +132,7 @@ def prune_command(
     the store's caps (gtcache config set max-size/max-files, GTCACHE_MAX_SIZE/_FILES) apply,
     as ccache --cleanup. No store at all: nothing to remove (exit 0).
     """
+    _json_needs_yes(as_json, yes, dry_run)  # whether a store is there or not
     policy = policies.PrunePolicy(
         max_size=max_size, max_files=max_files, older_than=older_than, unused_for=unused_for,
         stale=toolchain.current_facts() if stale else None,
@@ -134,7 +146,7 @@ def prune_command(
             raise _no_policy() from None
         said = f"{_text.escape(str(error))} Nothing to remove."
         emit({"cache_dir": str(error.path), "entries": 0, "freed": 0, "remaining_entries": 0,
-              "remaining_size": 0, "removals": [], "dry_run": dry_run},
+              "remaining_size": 0, "removals": [], "dry_run": dry_run, **_quarantine_json((0, 0))},
              as_json, lambda: click.echo(said))
         return
     if not policy.selects_anything:
@@ -142,8 +154,9 @@ def prune_command(
         if not limits.active:
             raise _no_policy()
         policy = dataclasses.replace(policy, max_size=limits.max_size, max_files=limits.max_files)
-    usage = store.usage()[1:] if policy.max_size is not None or policy.max_files is not None else None
     scan = store.scan()
+    # Measured after the scan: an entry removed since (another prune) is not counted twice.
+    usage = store.usage_by_key() if policy.max_size is not None or policy.max_files is not None else None
     policy = dataclasses.replace(policy, backend=policies.backend_glob(policy.backend, (e.backend for e in scan.entries)))
     if policy.keep_gt4py and scan.entries and not any(e.gt4py in policy.keep_gt4py for e in scan.entries):
         built = ", ".join(sorted({e.gt4py for e in scan.entries}))

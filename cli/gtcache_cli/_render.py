@@ -280,8 +280,9 @@ def removal_outcome(outcome: PruneOutcome) -> None:
     failed = f"; {len(outcome.failed)} could not be removed" if outcome.failed else ""
     left = (f"; {_text.plural(len(outcome.left), 'entry', 'entries')} used or published again since"
             " the plan, left") if outcome.left else ""
+    gone = f"; {len(outcome.gone)} already removed by another process" if outcome.gone else ""
     _console.print(f"Removed {_text.plural(len(outcome.removed), 'entry', 'entries')},"
-                   f" freed {gtcache.format_size(outcome.freed)}{left}{failed}.", markup=False)
+                   f" freed {gtcache.format_size(outcome.freed)}{left}{gone}{failed}.", markup=False)
 
 
 def quarantine_note(quarantine: tuple[int, int]) -> None:

@@ -13,6 +13,7 @@ import unicodedata
 __all__ = [
     "AmbiguousKeyError",
     "CorruptEntryError",
+    "EntryRemovedError",
     "EntryNotFoundError",
     "GtcacheError",
     "NoStoreError",
@@ -104,6 +105,14 @@ class CorruptEntryError(GtcacheError):
         self.key = key
         self.reason = reason
         super().__init__(f"Entry '{key}' is broken: {reason}")
+
+
+class EntryRemovedError(CorruptEntryError):
+    """An entry removed (renamed away whole: a prune, rm) while it was read: absent, not broken.
+    A ``CorruptEntryError`` for whoever does not tell the two apart (it is not loaded either)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key, "removed while it was read.")
 
 
 class UntrustedEntryError(CorruptEntryError):

@@ -140,6 +140,26 @@ def test_prune_of_no_store_has_nothing_to_remove(tmp_path: pathlib.Path) -> None
     assert [p.name for p in typo.iterdir()] == ["thesis.tex"]
 
 
+def test_prune_json_needs_yes_with_or_without_a_store_and_says_what_quarantine_holds(
+    store: gtcache.Store, tmp_path: pathlib.Path,
+) -> None:
+    """``prune --json`` without --yes exited 0 on a missing store but 2 on one that is there; and
+    the quarantine count the text shows was missing from prune's and rm's --json."""
+    for where in (tmp_path / "missing", store.root):
+        code, out = run("--cache-dir", str(where), "prune", "--max-size", "1", "--json")
+        assert code == 2 and "give --yes" in out, (where, out)
+    assert not (tmp_path / "missing").exists()
+    broken = next(e for e in store.scan().entries if not e.ok)
+    store.quarantine(broken.key)
+    for command in (("prune", "--max-size", "0", "--dry-run"), ("rm", "--program", "*", "--dry-run"),
+                    ("prune", "--max-size", "0", "--yes")):
+        code, out = run("--cache-dir", str(store.root), *command, "--json")
+        data = json.loads(out)
+        assert code == 0 and data["quarantined"] == 1 and data["quarantine_size"] > 0, (command, out)
+    code, out = run("--cache-dir", str(tmp_path / "missing"), "prune", "--max-size", "1", "--json", "--yes")
+    assert code == 0 and json.loads(out)["quarantined"] == 0
+
+
 def test_prune_without_a_policy_brings_the_store_under_its_caps(store: gtcache.Store) -> None:
     """As ``ccache --cleanup``: the caps set with ``config set`` (or the environment) apply."""
     code, out = run("--cache-dir", str(store.root), "prune", "--dry-run", env={"GTCACHE_MAX_SIZE": "0"})

@@ -22,6 +22,7 @@ import gtcache
 from tests.helpers import (
     ROUNDTRIP_NOT_EMBEDDED,
     expected,
+    publish,
     pythonpath,
     run_project,
     run_python,
@@ -273,6 +274,81 @@ def test_size_cap_is_enforced_after_publishing(tmp_path: pathlib.Path) -> None:
     assert report["out"] == expected(2.0, 5.0)
     entries = gtcache.open_store(store).scan().entries
     assert len(entries) == 1 and entries[0].key != first[0].key
+
+
+def test_a_cap_that_cannot_remove_an_entry_warns_so_and_the_publish_stands(tmp_path: pathlib.Path) -> None:
+    """The least recently used entry in a folder the process may not write (another user's):
+    the cap's error was taken for the publish's, 'cannot publish ... (compiling without the
+    cache)', although the entry was stored, and the cap went no further. Now the cap goes on
+    past it (the next least recently used goes) and says what it could not do, once."""
+    from gtcache.store._record import record_digest
+    from tests.security.test_cli_errors import NOBODY, _drop_dac_caps
+
+    store = gtcache.open_store(tmp_path / "store")
+    locked = publish(store, "locked_old")
+    removable = next(e for e in (publish(store, f"other{i}") for i in range(8)) if e.path.parent != locked.path.parent)
+    record = json.loads((locked.path / "entry.json").read_text())
+    record["last_used"] = "2020-01-01T00:00:00+00:00"  # the least recently used
+    record["record_xxh3"] = record_digest(record)
+    (locked.path / "entry.json").write_text(json.dumps(record))
+    project = write_project(tmp_path / "p")
+    code = f"""
+    import runpy, warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        runpy.run_path({str(project / 'run.py')!r}, run_name="__main__")
+    print("WARNINGS " + json.dumps([str(w.message) for w in caught if "gtcache" in str(w.message)]))
+    """
+    os.chown(locked.path.parent, NOBODY, NOBODY)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", "import json\n" + textwrap.dedent(code)], capture_output=True, text=True,
+            timeout=600, preexec_fn=_drop_dac_caps,
+            env={**os.environ, "PYTHONPATH": pythonpath(project), "GTCACHE_DIR": str(store.root),
+                 "GTCACHE_MAX_FILES": "2"},
+        )
+    finally:
+        os.chown(locked.path.parent, 0, 0)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("REPORT ")).removeprefix("REPORT "))
+    assert report["out"] == expected(2.0, 1.0)
+    assert [(o["status"], o["detail"]) for o in report["outcomes"]] == [("compiled", None)], "stored: no failed publish"
+    [warning] = json.loads(proc.stdout.split("WARNINGS ")[1].splitlines()[0])
+    assert "cannot enforce the size cap" in warning and f"could not remove entry '{locked.key}'" in warning, warning
+    assert "cannot publish" not in warning and "compiling without the cache" not in warning, warning
+    assert store.lookup(locked.key) is not None and store.lookup(removable.key) is None, "the next one went instead"
+
+
+def test_a_hit_whose_entry_a_prune_removes_before_its_checksums_is_a_quiet_miss(tmp_path: pathlib.Path) -> None:
+    """A prune (a real 'gtcache rm' process) removes the entry between a hit's lookup and its
+    checksums: the hit warned 'Entry ... is broken: cannot read ...'. The folder was renamed away
+    whole (its record gone too): a miss, compiled again without a warning."""
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    assert statuses(run_project(project, store)) == [("compiled", None)]
+    code = f"""
+    import json, runpy, subprocess, sys, warnings
+    from gtcache.store._store import Store
+    checked = Store.verify_payload
+
+    def racing(self, entry):
+        Store.verify_payload = checked
+        subprocess.run([sys.executable, "-m", "gtcache_cli", "--cache-dir", {str(store)!r}, "rm", entry.key, "--yes"],
+                       check=True, capture_output=True)
+        return checked(self, entry)
+
+    Store.verify_payload = racing
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        runpy.run_path({str(project / 'run.py')!r}, run_name="__main__")
+    print("WARNINGS " + json.dumps([str(w.message) for w in caught if "gtcache" in str(w.message)]))
+    print("RACED", Store.verify_payload is checked)
+    """
+    out = run_python(code, env={"PYTHONPATH": pythonpath(project), "GTCACHE_DIR": str(store)})
+    report = json.loads(next(l for l in out.splitlines() if l.startswith("REPORT ")).removeprefix("REPORT "))
+    assert "RACED True" in out, "the entry was removed between the lookup and the checksums"
+    assert report["out"] == expected(2.0, 1.0) and statuses(report) == [("compiled", None)]
+    assert json.loads(out.split("WARNINGS ")[1].splitlines()[0]) == [], "a miss, not a broken entry"
 
 
 def test_explain_logs_why_a_miss_missed(tmp_path: pathlib.Path) -> None:

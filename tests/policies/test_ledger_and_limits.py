@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
+import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -89,3 +93,94 @@ def test_a_size_cap_counts_what_no_entry_accounts_for(make_entry) -> None:
     plan = enforce_limits(store, Limits(max_size=cap))
     assert plan is not None and [r.entry.program for r in plan.removals] == ["a"]
     assert store.usage()[1] <= cap
+
+
+def _ten_entries(make_entry) -> tuple[gtcache.Store, list[gtcache.Entry], int]:
+    """Ten entries, p0 least recently used, and a cap eight of them fit under."""
+    entries = [make_entry(f"p{i}", size=1000, created_days=10, used_days=10 - i) for i in range(10)]
+    store = make_entry.store
+    each = store.usage()[1] // 10
+    return store, entries, 8 * each + each // 2
+
+
+def _programs(store: gtcache.Store) -> list[str]:
+    return sorted(e.program for e in store.scan(use_index=False).entries)
+
+
+def test_a_rank_that_takes_the_cap_lock_after_another_enforced_it_removes_nothing_more(
+    make_entry, monkeypatch,
+) -> None:
+    """The cap was measured before ``locks/limits.lock`` was taken: a rank that published while
+    another enforced the cap (a real process, run just before this rank takes the lock) pruned
+    the store down once more. It is measured again under the lock."""
+    from gtcache.store import Store
+    from tests.helpers import run_python
+
+    store, _, cap = _ten_entries(make_entry)
+    real_lock = Store.lock
+
+    def lock(self: Store, name: str, method: str = "auto") -> object:
+        run_python("import sys, gtcache; from gtcache.policies import Limits, enforce_limits;"
+                   " enforce_limits(gtcache.open_store(sys.argv[1]), Limits(max_size=int(sys.argv[2])))",
+                   str(store.root), str(cap))
+        monkeypatch.setattr(Store, "lock", real_lock)
+        return real_lock(self, name, method)
+
+    monkeypatch.setattr(Store, "lock", lock)
+    assert enforce_limits(store, Limits(max_size=cap)) is None, "under the cap once the lock is had"
+    assert _programs(store) == [f"p{i}" for i in range(2, 10)], "the other rank's two went"
+
+
+def test_prune_counts_no_entry_removed_before_its_scan(make_entry, monkeypatch) -> None:
+    """``prune --max-size`` measured the store before scanning it: entries another prune removed
+    in between counted as bytes no entry accounts for, and as many more went."""
+    from click.testing import CliRunner
+
+    from gtcache.store import Store
+    from gtcache_cli.main import cli
+    from tests.helpers import run_python
+
+    store, _, cap = _ten_entries(make_entry)
+    real_scan = Store.scan
+
+    def scan(self: Store, **kwargs: bool) -> object:
+        monkeypatch.setattr(Store, "scan", real_scan)
+        run_python("from gtcache_cli.main import cli; cli()", "--cache-dir", str(store.root), "prune",
+                   "--max-size", str(cap), "--yes")  # another prune, to completion
+        return real_scan(self, **kwargs)
+
+    monkeypatch.setattr(Store, "scan", scan)
+    result = CliRunner().invoke(cli, ["--cache-dir", str(store.root), "prune", "--max-size", str(cap), "--yes",
+                                      "--json"], catch_exceptions=False)
+    assert result.exit_code == 0 and json.loads(result.output)["entries"] == 0, result.output
+    assert _programs(store) == [f"p{i}" for i in range(2, 10)]
+
+
+def test_an_entry_the_cap_cannot_remove_is_kept_and_the_next_least_recently_used_go(make_entry) -> None:
+    """The least recently used entry in a folder the enforcing process may not write (another
+    user's): the cap stopped at it, removed entries in name order, not least recently used
+    first, and never brought the store under it. Now the others go in least-recently-used order
+    until the store fits, and the one kept is named (a real process without root's rights)."""
+    from tests.security.test_cli_errors import NOBODY, _drop_dac_caps
+
+    store, entries, cap = _ten_entries(make_entry)
+    cap -= 2 * (store.usage()[1] // 10)  # six fit
+    locked = entries[0].path.parent  # p0's shard folder; whatever else is in it is locked too
+    held = {e.record.program["name"] for e in entries if e.path.parent == locked}
+    os.chown(locked, NOBODY, NOBODY)
+    try:
+        code = ("import sys, gtcache; from gtcache.policies import Limits, enforce_limits\n"
+                "try:\n    enforce_limits(gtcache.open_store(sys.argv[1]), Limits(max_size=int(sys.argv[2])))\n"
+                "except gtcache.GtcacheError as error:\n    print(error)\n")
+        child = subprocess.run([sys.executable, "-c", code, str(store.root), str(cap)], capture_output=True,
+                               text=True, check=True, preexec_fn=_drop_dac_caps)
+    finally:
+        os.chown(locked, 0, 0)
+    assert f"could not remove entry '{entries[0].key}' (Permission denied" in child.stdout, child.stdout + child.stderr
+    assert store.usage()[1] <= cap
+    order = [e.record.program["name"] for e in entries]  # least recently used first
+    kept = _programs(store)
+    assert set(held) <= set(kept)
+    # What went is the least recently used of what could go; everything more recent stayed.
+    gone = [p for p in order if p not in kept]
+    assert gone == [p for p in order if p not in held][: len(gone)] and len(kept) <= 6 + len(held), kept

@@ -3,6 +3,7 @@ plan does with an entry used or published again before its removal."""
 
 from __future__ import annotations
 
+import datetime
 import os
 import pathlib
 import shutil
@@ -285,3 +286,51 @@ def test_a_backend_glob_means_the_names_as_written_first() -> None:
     assert backend_glob("g*", ["run_gtfn_cpu", "gpu_mine"]) == "g*"
     assert backend_glob("*dace*", ["run_dace_cpu"]) == "*dace*"
     assert backend_glob("run_nothing", []) == "run_nothing" and backend_glob(None, ["x"]) is None
+
+
+def test_two_prunes_at_once_each_count_only_what_they_removed(make_entry) -> None:
+    """Another prune (a real process, to completion) runs between this one's plan and its
+    removals: this one reported the same entries removed ('Removed 3 entries, freed 0 B'). It
+    counts only what it removed; the others are 'gone' (``gone`` in --json, said in the text)."""
+    from tests.helpers import run_python
+
+    entries = [make_entry(f"p{i}", created_days=30, used_days=20) for i in range(3)]
+    store = make_entry.store
+    plan = plan_prune(store.scan(), PrunePolicy(unused_for=14 * DAY))
+    other = run_python("from gtcache_cli.main import cli; cli()", "--cache-dir", str(store.root), "prune",
+                       "--unused-for", "14d", "--yes")
+    assert "Removed 3 entries" in other
+    outcome = plan.apply(store)
+    assert (outcome.removed, outcome.freed, outcome.left, dict(outcome.failed)) == ((), 0, (), {})
+    assert sorted(outcome.gone) == sorted(e.key for e in entries)
+    assert outcome.to_json()["removed"] == 0 and len(outcome.to_json()["gone"]) == 3
+
+
+def test_a_cap_takes_an_unreadable_last_use_for_the_oldest(make_entry) -> None:
+    """``--max-size`` ordered ``last_used`` as text: one that cannot be read ('?', hand-edited)
+    sorted after every date, as the newest, and stayed; ``--unused-for`` counts it as oldest,
+    and so does the cap now (and a time with another offset by the time it names)."""
+    import json as json_
+
+    from gtcache.store._record import record_digest
+
+    store = make_entry.store
+    unreadable = make_entry("unreadable", used_days=1)
+    offset = make_entry("offset", used_days=2)  # written with another offset: still 2 days ago
+    make_entry("recent", used_days=1.5)
+    for entry, value in ((unreadable, "yesterday"), (offset, None)):
+        record = json_.loads((entry.path / "entry.json").read_text())
+        if value is None:
+            value = (datetime.datetime.fromisoformat(record["last_used"])
+                     .astimezone(datetime.timezone(datetime.timedelta(hours=14))).isoformat())
+        record["last_used"] = value
+        record["record_xxh3"] = record_digest(record)
+        (entry.path / "entry.json").write_text(json_.dumps(record))
+    scan = store.scan()
+    unused = plan_prune(scan, PrunePolicy(unused_for=3 * DAY), now=NOW)
+    assert [r.entry.key for r in unused.removals] == [unreadable.key]
+    each = max(e.disk_size for e in scan.entries)
+    plan = plan_prune(scan, PrunePolicy(max_size=sum(e.disk_size for e in scan.entries) - each // 2), now=NOW)
+    assert [r.entry.key for r in plan.removals] == [unreadable.key]
+    plan = plan_prune(scan, PrunePolicy(max_size=each + each // 2), now=NOW)
+    assert [r.entry.key for r in plan.removals] == [unreadable.key, offset.key], "least recently used first"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import shutil
@@ -343,7 +344,7 @@ def test_an_entry_published_anew_since_the_check_is_left_and_so_is_its_link(make
     assert {(p.kind, p.path) for p in report.problems} == {("broken-entry", entry.path), ("dangling-link", link)}
     assert store.publish(draft("republished"), {"program.py": b"x" * 1000}).key == entry.key  # a model run's
     for problem in report.problems:
-        assert _repair(store, problem) is False, problem
+        assert _repair(store, problem) == "left", problem
     assert not (store.root / "quarantine").exists() or not any((store.root / "quarantine").iterdir())
     assert gtcache.open_store(store.root).build_key_of("d" * 32) == entry.key
     assert verify(gtcache.open_store(store.root)).ok
@@ -386,3 +387,111 @@ def test_a_killed_writers_ledger_temp_file_and_flock_probe_are_leftovers(make_en
     assert verify(gtcache.open_store(store.root), repair=True).ok
     assert not old_temp.exists() and not probe.exists() and fresh.exists()
     assert len(gtcache.open_store(store.root).ledger_runs()) == 1, "the run file stays"
+
+
+def test_what_tmp_holds_in_use_is_never_a_leftover(make_entry) -> None:
+    """A running ``gtcache warm``'s build folder (``tmp/warm-build-<pid>-...``) whose own time is
+    old (its compiles write deep inside it, or nothing for a while) was a leftover, and
+    ``verify --repair`` deleted it under the warm. What ``tmp/`` holds is judged by the newest
+    time within it, and kept while its name carries the pid of a process running here; a dead
+    pid's old folder is a leftover as before (the age rule: a pid says nothing of another host)."""
+    import subprocess
+    import sys
+
+    store: gtcache.Store = make_entry.store
+    make_entry("a")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    dead_pid = int(dead.stdout)
+    tmp = store.scratch_root()
+    with store.scratch("warm-build-") as running:  # this process's: running
+        (running / "build" / "module").mkdir(parents=True)
+        (running / "build" / "module" / "a.o").write_bytes(b"o")
+        for path in (running / "build" / "module" / "a.o", running / "build" / "module", running / "build", running):
+            age(path)
+        busy = tmp / f"warm-build-{dead_pid}-0123456789ab"  # a dead pid (or another host's), a fresh file deep in it
+        (busy / "build" / "module").mkdir(parents=True)
+        (busy / "build" / "module" / "b.o").write_bytes(b"o")
+        for path in (busy / "build" / "module", busy / "build", busy):
+            age(path)
+        stale = tmp / f"warm-build-{dead_pid}-ba9876543210"  # a dead pid, everything old: a leftover
+        (stale / "build").mkdir(parents=True)
+        (stale / "build" / "c.o").write_bytes(b"o")
+        for path in (stale / "build" / "c.o", stale / "build", stale):
+            age(path)
+
+        report = verify(store, repair=True)
+        assert [(p.kind, p.path) for p in report.repaired] == [("leftover", stale)]
+        assert report.ok, report.problems
+        assert (running / "build" / "module" / "a.o").exists() and (busy / "build" / "module" / "b.o").exists()
+        assert not stale.exists()
+        age(busy / "build" / "module" / "b.o")  # once nothing in it is young, the dead pid's goes
+        assert [(p.kind, p.path) for p in verify(store).problems] == [("leftover", busy)]
+    assert not running.exists()
+
+
+def _rm_in_another_process(store: gtcache.Store, key: str) -> None:
+    """``gtcache rm KEY --yes`` in a process of its own: a prune or rm racing this one."""
+    from tests.helpers import run_python
+
+    run_python("from gtcache_cli.main import cli; cli()", "--cache-dir", str(store.root), "rm", key, "--yes")
+    assert not store.entry_path(key).exists()
+
+
+def test_an_entry_removed_while_verify_checks_is_neither_broken_nor_repaired(make_entry, monkeypatch) -> None:
+    """An entry another process removes after verify listed it was reported broken ("'entry.json'
+    is missing", exit 1), and one found broken and removed before its repair was counted
+    repaired though nothing was done to it. Removed is gone: not an entry, not broken, not
+    repaired (a note says so)."""
+    store: gtcache.Store = make_entry.store
+    kept, removed = make_entry("kept"), make_entry("removed")
+    real_lookup = gtcache.Store.lookup
+
+    def lookup(self: gtcache.Store, key: str) -> object:
+        if key == removed.key:
+            monkeypatch.setattr(gtcache.Store, "lookup", real_lookup)
+            _rm_in_another_process(store, key)
+        return real_lookup(self, key)
+
+    monkeypatch.setattr(gtcache.Store, "lookup", lookup)
+    report = verify(store)
+    assert report.ok and report.entries == 1, report.problems
+
+    broken = make_entry("broken")
+    (broken.path / "program.py").write_bytes(b"")
+    real_check_index = gtcache.Store.check_index
+
+    def check_index(self: gtcache.Store) -> object:  # after the check, before the repairs
+        monkeypatch.setattr(gtcache.Store, "check_index", real_check_index)
+        _rm_in_another_process(store, broken.key)
+        return real_check_index(self)
+
+    monkeypatch.setattr(gtcache.Store, "check_index", check_index)
+    repaired = verify(store, repair=True)
+    assert repaired.ok and repaired.repaired == () and repaired.entries == 1, repaired
+    assert any("removed by another process" in note and broken.key in note for note in repaired.notes), repaired.notes
+    assert not (store.root / "quarantine").exists() or not any((store.root / "quarantine").iterdir())
+    assert [e.key for e in store.scan().entries] == [kept.key]
+
+
+def test_ls_broken_lists_no_entry_removed_while_it_scans(make_entry, monkeypatch) -> None:
+    """``ls --broken`` listed an entry removed after the scan listed the folders as broken."""
+    from click.testing import CliRunner
+
+    from gtcache.store import _catalog
+    from gtcache_cli.main import cli
+
+    store: gtcache.Store = make_entry.store
+    kept, removed = make_entry("kept"), make_entry("removed")
+    real = _catalog.disk_keys
+
+    def disk_keys(listed: gtcache.Store) -> object:
+        found = real(listed)
+        monkeypatch.setattr(_catalog, "disk_keys", real)
+        _rm_in_another_process(store, removed.key)
+        return found
+
+    monkeypatch.setattr(_catalog, "disk_keys", disk_keys)
+    result = CliRunner().invoke(cli, ["--cache-dir", str(store.root), "ls", "--broken", "--json"], catch_exceptions=False)
+    assert result.exit_code == 0 and json.loads(result.output) == [], result.output
+    assert [e.key for e in store.scan().entries] == [kept.key]

@@ -273,6 +273,71 @@ def test_corrupt_index_is_rebuilt(tmp_path: pathlib.Path) -> None:
     assert scan.index == "rebuilt"
 
 
+def test_an_index_another_process_holds_locked_is_not_waited_for_nor_dropped(tmp_path: pathlib.Path) -> None:
+    """Another process holds the index database's write lock (a long scan, a stuck process): a
+    scan waited 60 s (diskcache retries its opening) and then deleted that process's database
+    as if it were corrupt. The wait is bounded (``LOCK_WAIT``), the folders are scanned without
+    the index, and the database is left as it is (real processes: the holder, ``gtcache ls``)."""
+    import subprocess
+    import sys
+
+    from gtcache.store import _diskcache
+
+    store = gtcache.open_store(tmp_path / "s")
+    for name in ("a", "b"):
+        publish(store, name)
+    before = _listing(store)  # the index made
+    store.close()
+    database = tmp_path / "s" / "index" / "cache.db"
+    identity = database.stat().st_ino
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sqlite3, sys\n"
+         "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+         "db.execute('BEGIN EXCLUSIVE')\nprint('held', flush=True)\nsys.stdin.readline()\n"
+         "db.execute('INSERT OR REPLACE INTO Settings VALUES (?, ?)', ('holder', 1))\ndb.execute('COMMIT')\n",
+         str(database)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        store = gtcache.open_store(tmp_path / "s")
+        scan = store.scan()
+        assert [(e.key, e.program, e.status) for e in scan.entries] == before and scan.index == "unavailable"
+        assert store._index.busy  # noqa: SLF001 (once: the scan's writes did not wait again)
+        # The command line, in a process of its own (a hang guard, far above the bound, not a timing).
+        listing = subprocess.run([sys.executable, "-m", "gtcache_cli", "--cache-dir", str(tmp_path / "s"), "ls", "--json"],
+                                 capture_output=True, text=True, timeout=10 * _diskcache.LOCK_WAIT + 20, check=True)
+        assert sorted(row["key"] for row in json.loads(listing.stdout)) == sorted(key for key, _, _ in before)
+        assert database.stat().st_ino == identity, "the other process's database is not deleted"
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.write("go\n")
+        holder.stdin.close()
+    assert holder.wait(timeout=60) == 0, "the holder could still write and commit"
+    scan = gtcache.open_store(tmp_path / "s").scan()
+    assert scan.index == "ok" and [(e.key, e.program, e.status) for e in scan.entries] == before
+
+
+def test_an_entry_removed_after_its_lookup_is_removed_not_broken(tmp_path: pathlib.Path) -> None:
+    """``verify_payload`` of an entry a prune removed (renamed away whole) since its lookup:
+    ``EntryRemovedError``, as ``lookup`` finds it absent; a payload file missing beside its
+    record is still broken."""
+    from gtcache.errors import CorruptEntryError, EntryRemovedError
+    from tests.helpers import run_python
+
+    store = gtcache.open_store(tmp_path / "s")
+    removed, damaged = publish(store, "removed"), publish(store, "damaged")
+    found = store.get(removed.key)
+    run_python("from gtcache_cli.main import cli; cli()", "--cache-dir", str(store.root), "rm", removed.key, "--yes")
+    with pytest.raises(EntryRemovedError):
+        store.verify_payload(found)
+    found = store.get(damaged.key)
+    (damaged.path / "program.py").unlink()
+    with pytest.raises(CorruptEntryError, match="cannot read 'program.py'") as caught:
+        store.verify_payload(found)
+    assert not isinstance(caught.value, EntryRemovedError)
+
+
 def test_index_follows_entries_added_and_removed_behind_its_back(tmp_path: pathlib.Path) -> None:
     store = gtcache.open_store(tmp_path / "s")
     a = publish(store, "a")

@@ -23,7 +23,9 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from gtcache._frozen import Frozen, field
-from gtcache.errors import CorruptEntryError, GtcacheError, UnsupportedArtifactError, UntrustedEntryError, escape
+from gtcache.errors import (
+    CorruptEntryError, EntryRemovedError, GtcacheError, UnsupportedArtifactError, UntrustedEntryError, escape,
+)
 from gtcache.gt4py import _compat, _facts
 from gtcache.gt4py._loading import LoadedArtifact, artifact_of, publish_artifact
 from gtcache.gt4py.ingredients import (
@@ -558,6 +560,8 @@ class Hook:
             start = time.perf_counter()
             program = backend.load_artifact(artifact)
             load_seconds = time.perf_counter() - start
+        except EntryRemovedError:
+            return None  # removed (a prune) since its lookup: a miss, not a broken entry
         except UntrustedEntryError as error:
             if "writable by" in error.reason:  # a store made under umask 002: every entry, one reason
                 self.warn_once(f"{error}; other entries of '{store.root}' writable by someone untrusted are not"
@@ -680,12 +684,17 @@ class Hook:
             self._link(variant.direct_key, variant.key)
             if (remote := self.remote_tiers()) is not None:
                 remote.push(self.store, variant.key, variant.direct_key)
-            self._enforce_limits()
         except UnsupportedArtifactError as error:
             status, detail = "bypassed", str(error)
         except Exception as error:  # full disk, permissions, anything: the program goes on
             detail = f"not stored: {error}"
             self._cannot_write(f"cannot publish to '{self.store.root if self.store else '?'}': {error}")
+        else:
+            try:  # published: a cap that cannot be enforced is no failed publish
+                self._enforce_limits()
+            except Exception as error:
+                self.warn_once(f"cannot enforce the size cap of '{self.store.root}': {error}",
+                               "the entry is stored; the store may stay over its cap", topic="size cap")
         self._record(Outcome(name, variant.backend, status, variant.key, seconds, detail=detail, spec=variant.spec))
 
 

@@ -69,11 +69,17 @@ def enforce_limits(store: Store, limits: Limits, *, locking: str = "auto") -> Pr
 
     Cheap when the store fits (a walk of the entry folders, no record parsed, no
     index opened). Only one process enforces at a time; others skip (the lock
-    is tried, never waited for). Returns the executed plan, or None.
+    is tried, never waited for). Under the lock the store is scanned, then measured again
+    (``usage_by_key``): another process that held the lock before may have brought it under
+    the caps already, and an entry removed meanwhile takes no room. Entries go in the plan's
+    order; one that cannot be removed (``OSError``: another user's, ...) or that was used
+    since the plan is kept and the plan made again without it, so that the next least
+    recently used go instead. Returns the last plan, or None when nothing was to be done;
+    ``GtcacheError``, once all else is done, naming the entries that could not be removed.
     """
     if not limits.active or store.read_only:
         return None
-    entries, size, files = store.usage()
+    _, size, files = store.usage()
     if not _over(size, files, limits):
         return None
     try:
@@ -83,12 +89,25 @@ def enforce_limits(store: Store, limits: Limits, *, locking: str = "auto") -> Pr
     except OSError:  # no locking here: the next publish tries again
         return None
     with lock:
-        plan = plan_prune(
-            store.scan(use_index=False),
-            PrunePolicy(max_size=limits.max_size, max_files=limits.max_files),
-            usage=(size, files),
-        )
-        plan.execute(store)
+        scan = store.scan(use_index=False)
+        usage = store.usage_by_key()  # after the scan: what it saw, less what went since
+        if not _over(sum(s for s, _ in usage.values()), sum(f for _, f in usage.values()), limits):
+            return None  # another process brought the store under its caps meanwhile
+        policy = PrunePolicy(max_size=limits.max_size, max_files=limits.max_files)
+        failed: dict[str, str] = {}
+        left: set[str] = set()
+        while True:
+            plan = plan_prune(scan, policy, usage=usage, keep=failed.keys() | left)
+            before = len(failed) + len(left)
+            seen = {r.entry.key: r.entry.as_seen for r in plan.removals}
+            store.remove((r.entry.key for r in plan.removals if r.entry.key not in failed and r.entry.key not in left),
+                         failed=failed, seen=seen, left=left)
+            if len(failed) + len(left) == before:
+                break
+        if failed:
+            key, why = sorted(failed.items())[0]
+            more = f" and {len(failed) - 1} more" if len(failed) > 1 else ""
+            raise GtcacheError(f"The size cap could not remove entry '{key}' ({why}){more}; the others went.")
         return plan
 
 

@@ -15,7 +15,7 @@ import dataclasses
 import datetime
 import fnmatch
 import gc
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Set as AbstractSet
 from typing import Any
 
 from gtcache.store import EntryInfo, Seen, Store, StoreScan, format_size
@@ -104,9 +104,12 @@ class PrunePlan:
         """Remove the planned entries, going on past those that cannot be removed."""
         failed: dict[str, str] = {}
         left: set[str] = set()
-        freed = store.remove((r.entry.key for r in self.removals), failed=failed, seen=self._seen(), left=left)
-        removed = tuple(r.entry.key for r in self.removals if r.entry.key not in failed and r.entry.key not in left)
-        return PruneOutcome(removed=removed, freed=freed, failed=failed, left=tuple(sorted(left)))
+        removed: list[str] = []  # by this process: not those another removed meanwhile
+        freed = store.remove((r.entry.key for r in self.removals), failed=failed, seen=self._seen(), left=left,
+                             removed=removed)
+        done = {*removed, *failed, *left}
+        gone = tuple(r.entry.key for r in self.removals if r.entry.key not in done)
+        return PruneOutcome(removed=tuple(removed), freed=freed, failed=failed, left=tuple(sorted(left)), gone=gone)
 
     def _seen(self) -> dict[str, Seen] | None:
         """What each removal was decided on (``prune``'s plans): an entry used or published
@@ -124,61 +127,74 @@ class PruneOutcome:
     failed: Mapping[str, str]
     #: Keys left because the entry was used or published again since the plan.
     left: tuple[str, ...] = ()
+    #: Keys already gone when their turn came (another prune or rm removed them): not counted.
+    gone: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
         return not self.failed
 
     def to_json(self) -> dict[str, Any]:
-        return {"removed": len(self.removed), "freed": self.freed, "left": list(self.left),
+        return {"removed": len(self.removed), "freed": self.freed, "left": list(self.left), "gone": list(self.gone),
                 "failed": [{"key": key, "reason": reason} for key, reason in sorted(self.failed.items())]}
 
 
 def plan_prune(
     scan: StoreScan, policy: PrunePolicy, *, now: datetime.datetime | None = None,
-    usage: tuple[int, int] | None = None,
+    usage: Mapping[str, tuple[int, int]] | None = None, keep: AbstractSet[str] = frozenset(),
 ) -> PrunePlan:
-    """The entries ``policy`` removes from what ``scan`` saw, each with its reason.
+    """The entries ``policy`` removes from what ``scan`` saw, each with its reason: those its
+    criteria match (in scan order), then those its caps remove, in the caps' order (least
+    recently used first): the order ``execute`` and ``apply`` remove them in.
 
-    ``usage``: (bytes, files) of the entry folders as ``Store.usage`` measured them, which the
-    caps are checked against: what the scan does not account to an entry (a temp file a
-    killed process left in an entry folder, until ``verify --repair``) then counts too, so
-    that the plan brings the store under its caps as measured."""
+    ``usage``: (bytes, files) of each entry folder as ``Store.usage_by_key`` measured them
+    after the scan, which the caps are checked against: what the scan does not account to an
+    entry (a temp file a killed process left in an entry folder, until ``verify --repair``;
+    an entry published since the scan) then counts too, and an entry gone since the scan
+    counts no more (nor is it planned for removal), so that the plan brings the store under
+    its caps as measured. ``keep``: keys the caps must not remove (they count, as kept)."""
     gc_was_enabled = gc.isenabled()
     gc.disable()  # many small objects, none freed: see Store.scan
     try:
-        return _plan(scan, policy, now or datetime.datetime.now(datetime.UTC), usage)
+        return _plan(scan, policy, now or datetime.datetime.now(datetime.UTC), usage, keep)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
-def _plan(scan: StoreScan, policy: PrunePolicy, now: datetime.datetime, usage: tuple[int, int] | None) -> PrunePlan:
-    candidates = [e for e in scan.entries if _passes_filters(e, policy)]
+def _plan(
+    scan: StoreScan, policy: PrunePolicy, now: datetime.datetime, usage: Mapping[str, tuple[int, int]] | None,
+    keep: AbstractSet[str],
+) -> PrunePlan:
+    # An entry gone since the scan (another prune, rm) takes no room and is not removed again.
+    entries = scan.entries if usage is None else [e for e in scan.entries if e.key in usage]
+    candidates = [e for e in entries if _passes_filters(e, policy)]
     removals: dict[str, Removal] = {}
     for entry in candidates:
         if (reason := _criterion(entry, policy, now)) is not None:
             removals[entry.key] = Removal(entry, reason)
 
-    kept = [e for e in scan.entries if e.key not in removals]
+    kept = [e for e in entries if e.key not in removals]
     size = sum(e.disk_size for e in kept)  # bytes on disk, records included, as the caps count
     files = sum(e.files for e in kept)
-    if usage is not None:  # what no entry accounts for stays (until verify --repair)
-        size += max(usage[0] - sum(e.disk_size for e in scan.entries), 0)
-        files += max(usage[1] - sum(e.files for e in scan.entries), 0)
+    if usage is not None:  # what no entry of the scan accounts for stays (until verify --repair)
+        scanned = {e.key: e for e in entries}
+        for key, (key_size, key_files) in usage.items():
+            found = scanned.get(key)  # None: published since the scan
+            size += key_size if found is None else max(key_size - found.disk_size, 0)
+            files += key_files if found is None else max(key_files - found.files, 0)
     if _over(size, files, policy):
         order: Callable[[EntryInfo], Any] = _value_per_byte if policy.by_value else _last_used
-        for entry in sorted((e for e in candidates if e.key not in removals), key=order):
+        for entry in sorted((e for e in candidates if e.key not in removals and e.key not in keep), key=order):
             if not _over(size, files, policy):
                 break
             removals[entry.key] = Removal(entry, _cap_reason(policy))
             size -= entry.disk_size
             files -= entry.files
-    ordered = tuple(removals[e.key] for e in scan.entries if e.key in removals)
     return PrunePlan(
         root=scan.root,
-        removals=ordered,
-        remaining_entries=len(scan.entries) - len(ordered),
+        removals=tuple(removals.values()),
+        remaining_entries=len(entries) - len(removals),
         remaining_size=size,
         recheck=True,
     )
@@ -253,13 +269,27 @@ def _cap_reason(policy: PrunePolicy) -> str:
     return f"{' and '.join(caps)}: {order}"
 
 
-def _last_used(entry: EntryInfo) -> tuple[str, str]:
-    return (entry.last_used, entry.key)
+def _last_used(entry: EntryInfo) -> tuple[float, str]:
+    """Least recently used first: by the time ``last_used`` names (not its text: another
+    offset or precision sorts otherwise); one that cannot be read counts as oldest, as
+    ``--unused-for`` counts it (``_age``)."""
+    return (_timestamp(entry.last_used), entry.key)
 
 
-def _value_per_byte(entry: EntryInfo) -> tuple[float, str, str]:
+def _value_per_byte(entry: EntryInfo) -> tuple[float, float, str]:
     value = entry.compile_seconds * (entry.hits + 1) / max(entry.size, 1)
-    return (value, entry.last_used, entry.key)
+    return (value, _timestamp(entry.last_used), entry.key)
+
+
+def _timestamp(iso: str) -> float:
+    """Seconds since the epoch of ``iso`` (UTC when it names no offset); -inf when unreadable."""
+    try:
+        then = datetime.datetime.fromisoformat(iso)
+    except (TypeError, ValueError):
+        return float("-inf")
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=datetime.UTC)
+    return then.timestamp()
 
 
 def _age(iso: str, now: datetime.datetime) -> float:

@@ -9,7 +9,7 @@ Problems and what ``repair`` does with them:
 | ``extra-file`` | a file in an entry folder that its record does not list | removed (a symlink itself, never its target) |
 | ``orphan`` | something under ``entries/`` that is not an entry folder at its place, a symlinked shard or entry folder among them | removed (a symlink itself, never its target) |
 | ``refused-folder`` | a shard folder (``entries/<xx>``, ``direct/<xx>``) whose owner or mode makes lookups refuse all it holds (a store made under umask 002): its entries are ``broken-entry`` problems, its links never followed; an entry folder of its own is a ``broken-entry`` alone | ``entries/<xx>``: removed once empty (its entries quarantined); ``direct/<xx>``: removed with its links; made anew, with the store's mode, by the next publish. Never ``chmod``: that would trust what someone untrusted may have written |
-| ``leftover`` | a staging folder in ``tmp/`` or a temp file older than the grace period, anything in ``trash/`` | removed |
+| ``leftover`` | a staging or build folder in ``tmp/``, anything in ``trash/``, a temp file, older than the grace period (``tmp/`` and ``trash/``: by the newest time within; a week while the pid its name carries runs on this host, ``_in_use``) | removed |
 | ``dangling-link`` | a direct link to no sound entry, or unreadable | removed |
 | ``index`` | the index could not be read, or holds rows that are not gtcache's JSON text (a pickle: never loaded) | rebuilt |
 | ``config`` | ``gtcache.toml`` unreadable, not TOML, or a value that does not check out (``max_size = "20X"``): the caps are not enforced | none: ``gtcache config set`` / ``unset`` fixes it |
@@ -45,13 +45,21 @@ from gtcache.store import (
     RefusedFolder,
     Store,
     is_key,
+    pid_of,
     remove_tree,
 )
 
 __all__ = ["Problem", "VerifyReport", "verify"]
 
-#: Staging folders and temp files younger than this may belong to a running publish.
+#: Staging folders and temp files younger than this may belong to a running publish. What
+#: ``tmp/`` and ``trash/`` hold is judged by the newest time within it (``_newest_mtime``).
 DEFAULT_GRACE_SECONDS = 3600.0
+#: What ``tmp/`` or ``trash/`` holds whose name carries the pid of a process running on this
+#: host is kept while nothing in it is older than this (a compile can write nothing for hours;
+#: a pid reused by a long-lived process must not keep litter for ever).
+_RUNNING_GRACE_SECONDS = 7 * 86400.0
+#: How many items of a folder in ``tmp/`` or ``trash/`` are looked at for its newest time.
+_WALK_LIMIT = 10_000
 
 
 #: What ``verify`` finds: "symlink" (a store folder that is a link), "orphan", "index",
@@ -108,19 +116,25 @@ def verify(store: Store, *, repair: bool = False, grace_seconds: float = DEFAULT
         return VerifyReport(store.root, entries, tuple(problems), notes=tuple(notes))
     failed: list[str] = []
     unchecked: dict[tuple[str, pathlib.Path], str] = {}
+    gone: set[tuple[str, pathlib.Path]] = set()
     for problem in sorted(problems, key=lambda p: _REPAIR_ORDER.get(p.kind, 1)):
         try:
-            if not _repair(store, problem):
+            done = _repair(store, problem)
+            if done == "left":
                 unchecked[problem.kind, problem.path] = problem.detail
+            elif done == "gone":
+                gone.add((problem.kind, problem.path))
         except OSError as error:  # (a folder of another user in the store): the rest is repaired
             failed.append(f"could not repair {problem.path}: {error.strerror or error}")
     store.recheck_folders()  # checked again, not taken from before the repairs
     store.rebuild_index()
     remaining, entries, notes = _check(store, grace_seconds)
     left = {(p.kind, p.path) for p in remaining}  # (a detail may count what is left)
-    repaired = tuple(p for p in problems if p.kind != "config" and (p.kind, p.path) not in left | unchecked.keys())
+    repaired = tuple(p for p in problems if p.kind != "config" and (p.kind, p.path) not in left | unchecked.keys() | gone)
     failed += [f"left {path} as it was: {detail.removesuffix('.')}, but it checks out now."
                for (kind, path), detail in sorted(unchecked.items()) if (kind, path) not in left]
+    failed += [f"{path} was removed by another process before its repair (not repaired)."
+               for kind, path in sorted(gone) if (kind, path) not in left]
     return VerifyReport(store.root, entries, tuple(remaining), repaired=repaired, notes=tuple(failed + notes))
 
 
@@ -156,8 +170,10 @@ def _check(store: Store, grace: float) -> tuple[list[Problem], int, list[str]]:
                 what = "a symlink, not an entry folder" if item.is_symlink() else "not an entry folder"
                 problems.append(Problem("orphan", pathlib.Path(item.path), what))
                 continue
-            entries += 1
             entry_problems = _check_entry(store, item.name, now, grace)
+            if entry_problems is None:
+                continue  # removed since it was listed (a prune, rm): not an entry, not broken
+            entries += 1
             problems += entry_problems
             if not any(p.kind == "broken-entry" for p in entry_problems):
                 sound.add(item.name)
@@ -177,18 +193,23 @@ def _check(store: Store, grace: float) -> tuple[list[Problem], int, list[str]]:
     elif index == "lagging":
         notes.append("the index lagged behind the entry folders (normal after publishes); refreshed")
     elif index == "unavailable":
-        notes.append("no index here (read-only store or unwritable index folder)")
+        notes.append("no index here (read-only store, unwritable index folder, or locked by another process)")
     return problems, entries, notes
 
 
-def _check_entry(store: Store, key: str, now: float, grace: float) -> list[Problem]:
+def _check_entry(store: Store, key: str, now: float, grace: float) -> list[Problem] | None:
+    """The problems of entry ``key``; None when its folder is gone (removed while checked)."""
     path = store.entry_path(key)
     try:
         entry = store.lookup(key)
         if entry is None:
+            if not os.path.lexists(path):
+                return None
             return [Problem("broken-entry", path, f"'{ENTRY_FILE}' is missing.", key)]
         store.verify_payload(entry)
     except CorruptEntryError as error:
+        if not os.path.lexists(path):  # renamed away whole while its files were read
+            return None
         return [Problem("broken-entry", path, error.reason, key)]
     listed = {f.path for f in entry.record.files} | {ENTRY_FILE}
     problems = []
@@ -206,10 +227,10 @@ def _check_entry(store: Store, key: str, now: float, grace: float) -> list[Probl
 def _check_leftovers(store: Store, now: float, grace: float, unsafe: set[pathlib.Path]) -> list[Problem]:
     problems = []
     for item in _listdir(store.root / TMP_DIR, unsafe):
-        if now - _mtime(item) > grace:
+        if not _in_use(item, now, grace):
             problems.append(Problem("leftover", pathlib.Path(item.path), "staging folder of an interrupted publish"))
     for item in _listdir(store.root / TRASH_DIR, unsafe):
-        if now - _mtime(item) > grace:
+        if not _in_use(item, now, grace):
             problems.append(Problem("leftover", pathlib.Path(item.path), "removal that did not finish"))
     # What a process killed meanwhile left: a ledger entry's temp file, a lock's flock probe
     # (folders this user may not list: not looked into, as the entries' checks do not need them).
@@ -255,9 +276,10 @@ def _refused_what(found: RefusedFolder) -> str:
     return f"{count} entr{'y' if count == 1 else 'ies'} in it refused (each a broken-entry)"
 
 
-def _repair(store: Store, problem: Problem) -> bool:
-    """Repair ``problem``; False: left as it was on purpose (it could not be checked, or it
-    checks out now)."""
+def _repair(store: Store, problem: Problem) -> Literal["repaired", "left", "gone"]:
+    """Repair ``problem``; "left": left as it was on purpose (it could not be checked, or it
+    checks out now); "gone": a broken entry removed meanwhile by another process (a prune, rm):
+    nothing was done to it."""
     if problem.kind == "symlink":
         store.repair_folder(problem.path)
     elif problem.kind == "refused-folder":
@@ -267,7 +289,7 @@ def _repair(store: Store, problem: Problem) -> bool:
         # are quarantined (else it stays, and is reported again). Not one that could not be
         # checked (an I/O error, a stale NFS handle: maybe gone by the next run).
         if ": cannot check folder" in problem.detail:
-            return False
+            return "left"
         if problem.path.parent.name == DIRECT_DIR:
             remove_tree(problem.path)  # a symlink is unlinked itself, never followed
         else:
@@ -279,18 +301,19 @@ def _repair(store: Store, problem: Problem) -> bool:
         try:
             judged = os.lstat(problem.path)
         except FileNotFoundError:
-            return True
+            return "gone"
         if _sound(store, problem.key):
-            return False
-        store.quarantine(problem.key, judged=judged)
+            return "left"
+        if store.quarantine(problem.key, judged=judged) is None and not os.path.lexists(problem.path):
+            return "gone"
     elif problem.kind == "dangling-link":
         target = store.build_key_of(problem.path.name)
         if target is not None and _sound(store, target):  # linked anew, or its entry published since
-            return False
+            return "left"
         remove_tree(problem.path)
     elif problem.kind in ("extra-file", "orphan", "leftover"):
         remove_tree(problem.path)  # a symlink is unlinked itself, never followed
-    return True
+    return "repaired"
 
 
 def _sound(store: Store, key: str) -> bool:
@@ -320,6 +343,56 @@ def _listdir(
         if unlisted_ok:
             return []
         raise
+
+
+def _in_use(item: os.DirEntry[str], now: float, grace: float) -> bool:
+    """Whether what ``tmp/`` or ``trash/`` holds (``item``) may still be in use: something in it
+    (looked at up to ``_WALK_LIMIT`` items, ``_newest_mtime``) was written within ``grace``
+    seconds, or its name carries the pid of a process running on this host (``unique_name``)
+    and it was written within ``_RUNNING_GRACE_SECONDS``. A pid tells nothing of another host's
+    processes (a store shared over NFS): there, and for a dead pid, the age alone decides."""
+    newest = _newest_mtime(item)
+    if now - newest <= grace:
+        return True
+    pid = pid_of(item.name)
+    return pid is not None and now - newest <= _RUNNING_GRACE_SECONDS and _running_here(pid)
+
+
+def _newest_mtime(item: os.DirEntry[str]) -> float:
+    """The newest modification time of ``item`` and, for a folder, of what it holds (a build
+    folder's own time changes only when a name is added or removed right in it), never through a
+    symlink; at most ``_WALK_LIMIT`` items are looked at (then the newest of those)."""
+    newest = _mtime(item)
+    if not item.is_dir(follow_symlinks=False):
+        return newest
+    pending, seen = [item.path], 0
+    while pending and seen < _WALK_LIMIT:
+        with contextlib.suppress(OSError), os.scandir(pending.pop()) as items:
+            for sub in items:
+                seen += 1
+                newest = max(newest, _mtime(sub))
+                with contextlib.suppress(OSError):
+                    if sub.is_dir(follow_symlinks=False):
+                        pending.append(sub.path)
+                if seen >= _WALK_LIMIT:
+                    break
+    return newest
+
+
+def _running_here(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this host (maybe another than the one that made the
+    name, if the pid was reused: kept a while longer, no harm)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's
+    except OSError:
+        return False
+    return True
 
 
 def _mtime(item: os.DirEntry[str]) -> float:

@@ -6,7 +6,7 @@ behind them, ``_lock``) is imported when first used: a hit imports none of it.
 
 from typing import TYPE_CHECKING, Any
 
-from gtcache.store._files import atomic_write_text, fsync_dir, open_regular, read_regular, remove_tree
+from gtcache.store._files import atomic_write_text, fsync_dir, open_regular, pid_of, read_regular, remove_tree
 from gtcache.store._layout import (
     CONFIG_FILE,
     DIRECT_DIR,
@@ -52,6 +52,7 @@ __all__ = [
     "atomic_write_text",
     "fsync_dir",
     "open_regular",
+    "pid_of",
     "read_regular",
     "CONFIG_FILE",
     "DIRECT_DIR",

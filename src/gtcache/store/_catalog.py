@@ -42,9 +42,15 @@ def scan(store: Store, index: Index, use_index: bool) -> StoreScan:
         row = rows.get(key)
         if row is None or not row.trusted_for(identity):
             row = _read_row(store, key, identity, now_ns)
+            if row is None:  # removed since it was listed (a prune, rm): gone, not broken
+                seen.discard(key)
+                continue
             if not store.read_only and use_index:
                 index.put(key, row)
-        infos.append(_info(store, key, row))
+        if (info := _info(store, key, row)) is None:
+            seen.discard(key)
+            continue
+        infos.append(info)
     for stale in rows.keys() - seen:
         index.delete(stale)
     if not use_index:
@@ -121,24 +127,31 @@ def disk_keys(store: Store) -> list[tuple[str, Identity | None]]:
     return found
 
 
-def _read_row(store: Store, key: str, identity: Identity | None, now_ns: int) -> IndexRow:
+def _read_row(store: Store, key: str, identity: Identity | None, now_ns: int) -> IndexRow | None:
     """A row read from ``entry.json`` now; ``identity`` is what the scan's ``stat`` found (taken
-    before the read: if the file is replaced in between, the next scan sees another identity)."""
+    before the read: if the file is replaced in between, the next scan sees another identity).
+    None when the entry folder is gone (removed since the scan listed it)."""
     settled = identity is not None and settled_at(identity, now_ns)
     try:
         entry = store.lookup(key)
     except CorruptEntryError as error:
+        if not os.path.lexists(store.entry_path(key)):
+            return None
         record = None
         with contextlib.suppress(OSError, ValueError, RecursionError):
             raw = json.loads(_files.read_regular(store.entry_path(key) / _layout.ENTRY_FILE))
             record = raw if isinstance(raw, dict) else None
         return IndexRow(identity=identity, settled=settled, record=record, problem=error.reason)
     if entry is None:  # entry.json missing
+        if not os.path.lexists(store.entry_path(key)):
+            return None
         return IndexRow(identity=None, settled=False, record=None, problem=f"'{_layout.ENTRY_FILE}' is missing.")
     return IndexRow(identity=identity, settled=settled, record=entry.record.to_json(), problem=None)
 
 
-def _info(store: Store, key: str, row: IndexRow) -> EntryInfo:
+def _info(store: Store, key: str, row: IndexRow) -> EntryInfo | None:
+    """The listing's row of entry ``key`` (``row``: from the index or read now); None when its
+    folder is gone (removed since the scan listed it)."""
     path = f"{store.root}/{_layout.ENTRIES_DIR}/{key[:2]}/{key}"
     problem = row.problem
     if problem is None and row.record is not None:
@@ -146,6 +159,8 @@ def _info(store: Store, key: str, row: IndexRow) -> EntryInfo:
         problem = _files.size_problem(
             path, ((f["path"], f["size"]) for f in row.record.get("files", ())), store.trust
         ) or store.trust_problem_of(key)  # (an index row is older than who wrote entry.json since)
+    if problem is not None and not os.path.lexists(path):
+        return None
     # On disk: a sound entry's files as its record lists them (checked above) and its record
     # as the scan's stat found it; a broken one's as they are (measured: a few, seldom).
     return EntryInfo.make(

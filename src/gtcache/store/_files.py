@@ -101,6 +101,16 @@ def unique_name(prefix: str) -> str:
     return f"{prefix}{os.getpid()}-{uuid.uuid4().hex[:12]}"
 
 
+def pid_of(name: str) -> int | None:
+    """The process id a ``unique_name`` carries (of the process that made it, on its own
+    host: on a store shared by several hosts, maybe not this one's), or None."""
+    head, _, tail = name.rpartition("-")
+    pid = head.rpartition("-")[2]
+    if len(tail) != 12 or not all(c in "0123456789abcdef" for c in tail) or not (pid.isascii() and pid.isdigit()):
+        return None
+    return int(pid)
+
+
 def fsync_dir(path: pathlib.Path) -> None:
     """Make a rename or a new file in ``path`` durable (best effort: some file systems refuse)."""
     with contextlib.suppress(OSError):

@@ -10,7 +10,9 @@ reads or deletes a value file a row names, and a row of any other kind is
 ignored (counted in ``Index.foreign``; ``gtcache verify`` reports it and
 ``--repair`` rebuilds the index). The entry folders stay the truth:
 ``Store.scan`` reconciles the index with them on every call, and any failure to
-open or read the index drops it and rebuilds it from the folders. It can live
+open or read the index drops it and rebuilds it from the folders, but a lock another
+process holds on it past ``_diskcache.LOCK_WAIT`` (2 s in all): then the folders are
+scanned without the index, which is left as it is. It can live
 apart from the store (a node-local disk when the store sits on a shared file
 system, where SQLite locking is what made gt4py drop diskcache).
 
@@ -144,6 +146,9 @@ class Index:
         self.state = "unavailable"
         #: Rows the last ``rows()`` ignored because they are not gtcache's text rows.
         self.foreign = 0
+        #: Another process held the database's lock past ``_diskcache.LOCK_WAIT``: the index is
+        #: unavailable to this ``Index`` (never waited for again, never dropped for it).
+        self.busy = False
 
     def open(self) -> bool:
         """Open (creating or rebuilding as needed); False when no index can be had here."""
@@ -152,6 +157,8 @@ class Index:
         if not self._prepare():
             self.state = "unavailable"
             return False
+        if self.busy:
+            return False  # locked by another process a moment ago: not waited for again
         outdated = False
         for attempt in range(2):
             try:
@@ -165,7 +172,10 @@ class Index:
                     raise ValueError("an index of another format")  # dropped whole, below
                 if stale:
                     cache.set(_META_KEY, str(INDEX_FORMAT))
-            except _db().ERRORS:
+            except _db().ERRORS as error:
+                if _db().is_locked(error):
+                    self._set_busy()
+                    return False
                 # Unreadable, corrupt or of another format: drop it whole; it holds nothing
                 # that is not in the folders.
                 self.drop()
@@ -193,8 +203,8 @@ class Index:
         try:
             items, self.foreign = _db().items(self._cache)
             return {key: IndexRow.from_json(value) for key, value in items if key != _META_KEY}
-        except _db().ERRORS:
-            self.drop()
+        except _db().ERRORS as error:
+            self._failed(error)
             return None
 
     def put(self, key: str, row: IndexRow) -> None:
@@ -202,16 +212,29 @@ class Index:
             assert self._cache is not None
             try:
                 self._cache.set(key, row.to_json())
-            except _db().ERRORS:
-                self.drop()
+            except _db().ERRORS as error:
+                self._failed(error)
 
     def delete(self, key: str) -> None:
         if self.open():
             assert self._cache is not None
             try:
                 self._cache.delete(key)
-            except _db().ERRORS:
-                self.drop()
+            except _db().ERRORS as error:
+                self._failed(error)
+
+    def _failed(self, error: BaseException) -> None:
+        """A read or write of the index failed: another process's lock (``busy``: the index is
+        left as it is, and not used by this ``Index`` again), or damage (dropped, rebuilt next time)."""
+        if _db().is_locked(error):
+            self._set_busy()
+        else:
+            self.drop()
+
+    def _set_busy(self) -> None:
+        self.close()
+        self.busy = True
+        self.state = "unavailable"
 
     def drop(self) -> None:
         """Forget the whole index (it is rebuilt from the entry folders on next use).

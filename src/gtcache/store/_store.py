@@ -28,6 +28,7 @@ from gtcache._version import __version__
 from gtcache.errors import (
     CorruptEntryError,
     EntryNotFoundError,
+    EntryRemovedError,
     GtcacheError,
     UntrustedEntryError,
 )
@@ -184,12 +185,16 @@ class Store:
         return entry
 
     def verify_payload(self, entry: Entry) -> None:
-        """Check every payload file against its size and xxh3; ``CorruptEntryError`` if one differs."""
+        """Check every payload file against its size and xxh3; ``CorruptEntryError`` if one differs,
+        ``EntryRemovedError`` (one) if the entry was removed since its lookup (a file and the
+        record gone: the folder renamed away whole, as ``lookup`` tells absent from broken)."""
         folder = os.fspath(entry.path)
         for item in entry.record.files:
             try:
                 digest = _files.file_xxh3(f"{folder}/{item.path}")
             except OSError as error:
+                if isinstance(error, FileNotFoundError) and not os.path.lexists(f"{folder}/{_layout.ENTRY_FILE}"):
+                    raise EntryRemovedError(entry.key) from None
                 raise CorruptEntryError(entry.key, f"cannot read '{item.path}' ({error.strerror}).") from None
             if digest != item.xxh3:
                 raise CorruptEntryError(entry.key, f"file '{item.path}' does not match its checksum.")
@@ -515,8 +520,12 @@ class Store:
         self, keys: Iterable[str], *, failed: dict[str, str] | None = None,
         judged: Mapping[str, os.stat_result] | None = None,
         seen: Mapping[str, Seen] | None = None, left: set[str] | None = None,
+        removed: list[str] | None = None,
     ) -> int:
         """Remove entries (absent keys are skipped); return the bytes freed.
+
+        ``removed``: the keys this call removed are added to it (not those found gone: another
+        process removed them).
 
         ``failed``: an entry that cannot be removed (``OSError``: permissions, ...) is added
         to it, key -> why, and the others still go; without it the first such error raises.
@@ -553,6 +562,8 @@ class Store:
                 continue
             if done == "removed":
                 freed += size
+                if removed is not None:
+                    removed.append(key)
             self._index.delete(key)
         return freed
 
@@ -761,17 +772,29 @@ class Store:
 
     def usage(self) -> tuple[int, int, int]:
         """(entries, bytes, files) from the folders alone: no record is parsed, no index read."""
+        by_key = self.usage_by_key()
+        return len(by_key), sum(size for size, _ in by_key.values()), sum(files for _, files in by_key.values())
+
+    def usage_by_key(self) -> dict[str, tuple[int, int]]:
+        """(bytes, files) of each entry folder found now, by key: ``usage`` entry by entry, what a
+        plan made from an earlier scan checks its caps against (an entry gone since is not there)."""
         from gtcache.store import _catalog
 
-        entries = size = files = 0
+        found = {}
         for key, _ in _catalog.disk_keys(self):
-            entries += 1
-            with contextlib.suppress(OSError), os.scandir(self.entry_path(key)) as items:
-                for item in items:
-                    with contextlib.suppress(OSError):
-                        size += item.stat(follow_symlinks=False).st_size
-                        files += 1
-        return entries, size, files
+            size = files = 0
+            try:
+                with os.scandir(self.entry_path(key)) as items:
+                    for item in items:
+                        with contextlib.suppress(OSError):
+                            size += item.stat(follow_symlinks=False).st_size
+                            files += 1
+            except FileNotFoundError:
+                continue  # removed since it was listed
+            except OSError:
+                pass
+            found[key] = (size, files)
+        return found
 
     # -- the ledger ---------------------------------------------------------------------
 
