@@ -459,11 +459,17 @@ def test_a_failed_imports_rollback_removes_only_what_it_published(tmp_path: path
     assert gtcache.open_store(store.root).lookup(first.key) is None
 
 
+@pytest.mark.parametrize("thread", [False, True], ids=["", "another thread running"])
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
-def test_an_import_stopped_while_it_publishes_leaves_nothing(tmp_path: pathlib.Path, signal_name: str) -> None:
+def test_an_import_stopped_while_it_publishes_leaves_nothing(tmp_path: pathlib.Path, signal_name: str,
+                                                             thread: bool) -> None:
     """SIGTERM (a cancelled CI job, a batch job's time limit) or Ctrl-C while an import
     publishes its entries: it unwinds, removes what it published and its staging, one Error
-    line, exit 143 / 130 (before, SIGTERM killed it with 133 of 4,000 entries published)."""
+    line, exit 143 / 130 (before, SIGTERM killed it with 133 of 4,000 entries published).
+    With another thread in the process, the kernel may hand that thread the signal: Python
+    runs the handler in the main thread all the same, and the import unwinds as whole. (A
+    reviewer showed a signal mask in the main thread would not hold such a signal between
+    an entry's rename and its note; that window is too narrow to hit from here.)"""
     import signal
     import subprocess
     import sys
@@ -477,8 +483,12 @@ def test_an_import_stopped_while_it_publishes_leaves_nothing(tmp_path: pathlib.P
     root = tmp_path / "dst"
     gtcache.open_store(root).close()
     gtcache_bin = str(pathlib.Path(sys.executable).parent / "gtcache")
-    proc = subprocess.Popen([gtcache_bin, "--cache-dir", str(root), "import", str(bundle)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    command = [gtcache_bin, "--cache-dir", str(root), "import", str(bundle)]
+    if thread:  # an idle thread beside the command, as a program's own threads are
+        command = [sys.executable, "-c", "import sys, threading, time; from gtcache_cli import run;"
+                   " threading.Thread(target=time.sleep, args=(600,), daemon=True).start();"
+                   f" sys.argv = ['gtcache', '--cache-dir', {str(root)!r}, 'import', {str(bundle)!r}]; run()"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not any(root.glob("entries/*/*")) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.002)

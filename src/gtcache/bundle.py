@@ -40,6 +40,7 @@ import shutil
 import signal
 import tarfile
 import tempfile
+import threading
 import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import IO, Any, BinaryIO, Protocol
@@ -361,15 +362,15 @@ class _Header(tarfile.TarInfo):
 def _check_end(stream: Any, at: int) -> None:
     """The archive's end, a zero block at ``at``: the rest of the stream must be zeros, the two
     blocks of the end marker and the record's padding as ``tarfile`` writes them, no more."""
+    expected = -(-(at + 2 * tarfile.BLOCKSIZE) // tarfile.RECORDSIZE) * tarfile.RECORDSIZE - at
     zeros = tarfile.BLOCKSIZE
-    while chunk := stream.read(_CHUNK):
+    while zeros <= expected and (chunk := stream.read(min(_CHUNK, expected - zeros + 1))):
         if chunk.strip(b"\0"):
             raise _Refused("has data after the end of its archive.")
         zeros += len(chunk)
-    expected = -(-(at + 2 * tarfile.BLOCKSIZE) // tarfile.RECORDSIZE) * tarfile.RECORDSIZE - at
-    if zeros != expected:
-        raise _Refused(f"does not end as gtcache writes an archive ({zeros} bytes of zeros after its last member,"
-                       f" not {expected}).")
+    if zeros != expected:  # (read no further than one byte past what export writes)
+        raise _Refused(f"does not end as gtcache writes an archive ({'more' if zeros > expected else 'fewer'}"
+                       f" zeros after its last member than the {expected} bytes of its end).")
 
 
 #: The gzip header ``write_bundle`` writes (no name, no time, no flags; ``compresslevel=6``).
@@ -550,7 +551,7 @@ def _receive_members(
                           f" over the {format_size(MAX_MANIFEST_SIZE)} limit.")
     mtime = first.mtime  # (every member's: ``SOURCE_DATE_EPOCH`` or 0)
     _check_header(first, mtime, name)
-    manifest_bytes = _read_small(tar, first)
+    manifest_bytes = _read_small(tar, first, name)
     manifest = _parse_manifest(manifest_bytes, name)
     member = tar.next()
     signature = None
@@ -558,7 +559,7 @@ def _receive_members(
         if not member.isreg() or member.size > 4 * _SIGNATURE_SIZE:
             raise BundleError(f"Bundle '{name}': its '{SIGNATURE}' is not a signature.")
         _check_header(member, mtime, name)
-        signature = _read_small(tar, member)
+        signature = _read_small(tar, member, name)
         member = tar.next()
     _check_signature(manifest_bytes, signature, key, require_signature, name)
     listed = _manifest_members(manifest, name)
@@ -578,6 +579,7 @@ def _receive_members(
         assert match is not None
         entry_key, file_name = match["key"], match["name"]
         xxh3 = _stage_member(tar, member, staging / entry_key, file_name, expected, name)
+        _check_padding(tar, member, name)
         received.setdefault(entry_key, {})[file_name] = (member.size, xxh3)
         member = tar.next()
     missing = sorted(listed.keys() - seen)
@@ -587,13 +589,23 @@ def _receive_members(
     return received
 
 
-def _read_small(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+def _read_small(tar: tarfile.TarFile, member: tarfile.TarInfo, name: str) -> bytes:
     source = tar.extractfile(member)
     assert source is not None
     data = source.read()
     if len(data) != member.size:
         raise tarfile.ReadError("unexpected end of data")
+    _check_padding(tar, member, name)
     return data
+
+
+def _check_padding(tar: tarfile.TarFile, member: tarfile.TarInfo, name: str) -> None:
+    """Read the zeros that pad ``member``'s data (just read) to a whole block, which ``tarfile``
+    would skip unread: bytes no checksum covers, so they must be zeros."""
+    assert tar.fileobj is not None
+    padding = -member.size % tarfile.BLOCKSIZE
+    if padding and tar.fileobj.read(padding).strip(b"\0"):
+        raise BundleError(f"Bundle '{name}': member '{member.name}' is followed by data in its padding.")
 
 
 def _parse_manifest(data: bytes, name: str) -> dict[str, Any]:
@@ -705,7 +717,10 @@ def _admit(member: tarfile.TarInfo, listed: Mapping[str, _Listed], seen: set[str
 def _check_header(member: tarfile.TarInfo, mtime: float, name: str) -> None:
     """Refuse a member whose header is not the one ``write_bundle`` writes for its name and size
     (mode, owners, time, type, format): bytes no signature and no checksum would cover."""
-    expected = _tar_info(member.name, member.size, mtime).tobuf(tarfile.USTAR_FORMAT, tarfile.ENCODING, "surrogateescape")
+    try:
+        expected = _tar_info(member.name, member.size, mtime).tobuf(tarfile.USTAR_FORMAT, tarfile.ENCODING, "surrogateescape")
+    except ValueError:  # a time or size no ustar header holds (base-256 in the header read)
+        expected = b""
     if getattr(member, "raw", b"") != expected:
         raise BundleError(f"Bundle '{name}': member '{member.name}' has a tar header gtcache does not write"
                           " (its mode, owner, time, type or format).")
@@ -821,8 +836,10 @@ def _publish_all(
         for key in (*new, *broken):
             try:
                 with _signals_held():
-                    if key in to_replace and (moved := store.set_aside(key, _aside_folder(staging))) is not None:
-                        aside[key] = moved
+                    if key in to_replace:
+                        aside[key] = _aside_folder(staging) / key  # (noted first: put back whatever got there)
+                        if store.set_aside(key, aside[key].parent) is None:
+                            del aside[key]
                     if (published := _publish_one(store, _checked_record(received[key], staging, key, name),
                                                   staging / key)) is not None:
                         placed[key] = published
@@ -859,18 +876,29 @@ def _aside_folder(staging: pathlib.Path) -> pathlib.Path:
 
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
-    """SIGINT, SIGTERM and SIGHUP held while the block runs (delivered once it ends)."""
-    if not hasattr(signal, "pthread_sigmask"):
+    """SIGINT, SIGTERM and SIGHUP held while the block runs, delivered once it ends, to the
+    handlers they had. Python runs signal handlers in the main thread only, whichever thread
+    the kernel hands a signal to (so a signal mask would not do: another thread takes it): in
+    the main thread the handlers are swapped for one that notes the signal; elsewhere no
+    signal interrupts the block."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    caught: list[int] = []
+    swapped: dict[signal.Signals, Any] = {}
+    for signum in _HELD_SIGNALS:
+        if signal.getsignal(signum) is not None:  # (None: a handler not set from Python, left alone)
+            swapped[signum] = signal.signal(signum, lambda number, _frame: caught.append(number))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        for signum, handler in swapped.items():
+            signal.signal(signum, handler)
+        for number in caught:
+            signal.raise_signal(number)
 
 
-_HELD_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])})
+_HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else []))
 
 
 def _rolled_back(store: Store, placed: Mapping[str, os.stat_result], aside: Mapping[str, pathlib.Path]) -> str:

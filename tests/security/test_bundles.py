@@ -3,6 +3,7 @@ the export file never written through a planted link; refused bundles change not
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -168,6 +169,16 @@ def _framing_changed(data: bytes, kind: str) -> bytes:
         header[148:156] = b" " * 8
         header[148:156] = f"{sum(header):06o}\0 ".encode()
         return gzip_as_exported(bytes(header) + raw[512:])
+    if kind == "a member's time no ustar header holds":  # GNU base-256: -1
+        header = bytearray(raw[:512])
+        header[136:148] = b"\xff" * 12
+        header[148:156] = b" " * 8
+        header[148:156] = f"{sum(header):06o}\0 ".encode()
+        return gzip_as_exported(bytes(header) + raw[512:])
+    if kind == "data in a member's padding":  # the manifest's: its data does not fill its last block
+        size = int(raw[124:136].rstrip(b"\0 "), 8)
+        assert size % 512, "the manifest fills its blocks: no padding to write into"
+        return gzip_as_exported(raw[: 512 + size] + b"x" + raw[512 + size + 1:])
     end = len(raw.rstrip(b"\0"))  # the last member's data ends here (it is no zero)
     end = -(-end // 512) * 512
     if kind == "data after the archive's end":
@@ -184,6 +195,8 @@ FRAMING = {
     "bytes after the gzip stream": "data after its gzip stream",
     "a second gzip member": "data after its gzip stream",
     "a member's mode": "has a tar header gtcache does not write",
+    "a member's time no ustar header holds": "has a tar header gtcache does not write",
+    "data in a member's padding": "followed by data in its padding",
     "data after the archive's end": "data after the end of its archive",
     "no end-of-archive blocks": "cut short",
 }
@@ -201,6 +214,34 @@ def test_a_signed_bundle_changed_outside_its_members_is_refused(
     line = refused_by_cli(target, bad, "--require-signature", env=cli_env(**ENV_KEY))
     assert FRAMING[kind] in line, line
     figures.add("security", f"signed bundle, {kind} changed (no member's content): refused", "yes")
+
+
+class _Counting(io.BytesIO):
+    """A stream that counts the bytes read from it."""
+
+    taken = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        data = super().read(size)
+        self.taken += len(data)
+        return data
+
+
+def test_zeros_after_the_end_are_read_no_further_than_export_writes_them(signed: pathlib.Path,
+                                                                         tmp_path: pathlib.Path) -> None:
+    """Zeros appended after the archive's end compress a thousandfold, and no signature covers
+    them: the end check stops one byte past the end export writes, never inflating the rest
+    (a reviewer's 4 MB bundle held 4 GiB of zeros: refused after 30 s of inflating). Stored
+    uncompressed here, so that the bytes read tell how far the check went."""
+    raw = zlib.decompress(signed.read_bytes(), 31)
+    stored = io.BytesIO()  # deflate's stored blocks (level 0; the header is export's): what is read shows
+    with gzip.GzipFile(filename="", mode="wb", fileobj=stored, mtime=0, compresslevel=0) as gz:
+        gz.write(raw + b"\0" * (64 << 20))
+    stream = _Counting(stored.getvalue())
+    with pytest.raises(BundleError, match="more zeros after its last member"):
+        read_bundle(stream, gtcache.open_store(tmp_path / "fresh"), key=KEY)
+    assert stream.taken < len(stream.getvalue()) // 4, (stream.taken, len(stream.getvalue()))
+    assert not list((tmp_path / "fresh").glob("entries/*/*"))
 
 
 def test_a_bundle_as_export_writes_it_passes_the_framing_checks(signed: pathlib.Path, tmp_path: pathlib.Path) -> None:

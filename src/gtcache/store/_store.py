@@ -420,11 +420,17 @@ class Store:
         try:
             self._shard(key, create=True)
             for _attempt in range(3):
+                staged = os.lstat(staging)
                 if _rename_if_absent(staging, target):
                     # The index is not touched: model runs (many ranks, shared file
                     # systems) never open SQLite; the next scan picks the entry up.
-                    _files.fsync_dir(target.parent)
-                    return Entry(record=_read_record(target), path=target, published=True)
+                    try:
+                        _files.fsync_dir(target.parent)
+                        return Entry(record=_read_record(target), path=target, published=True)
+                    except (OSError, ValueError):  # its record unreadable now (EIO): not left behind unsaid
+                        with contextlib.suppress(OSError):
+                            self._move_to_trash(target, judged=staged)
+                        raise
                 # Something is at the key. A sound entry wins; anything else (a broken
                 # record, a folder without 'entry.json', a symlink, a file) is replaced:
                 # a complete entry is renamed in whole, so none of those is one in the making.
