@@ -246,7 +246,11 @@ def verify_command(obj: Context, repair: bool, as_json: bool) -> None:
 @pass_context
 def reindex_command(obj: Context, as_json: bool) -> None:
     """Rebuild the index from the entry folders (it is rebuilt on its own when unreadable)."""
-    scan = obj.store().rebuild_index()
+    store = obj.store()
+    scan = store.rebuild_index()
+    if scan.index != "rebuilt":
+        raise gtcache.GtcacheError(f"The index of '{store.root}' was not rebuilt: another process holds it locked,"
+                                   " or it cannot be made there; it is left as it is (run reindex again later).")
     data = {"entries": len(scan.entries), "broken": len(scan.broken), "index": scan.index}
     emit(data, as_json, lambda: click.echo(
         f"Indexed {_text.plural(len(scan.entries), 'entry', 'entries')} ({len(scan.broken)} broken)."))

@@ -319,10 +319,12 @@ def test_a_cap_that_cannot_remove_an_entry_warns_so_and_the_publish_stands(tmp_p
     assert store.lookup(locked.key) is not None and store.lookup(removable.key) is None, "the next one went instead"
 
 
-def test_a_hit_whose_entry_a_prune_removes_before_its_checksums_is_a_quiet_miss(tmp_path: pathlib.Path) -> None:
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_hit_whose_entry_a_prune_removes_before_its_checksums_is_a_quiet_miss(tmp_path: pathlib.Path, when: str) -> None:
     """A prune (a real 'gtcache rm' process) removes the entry between a hit's lookup and its
-    checksums: the hit warned 'Entry ... is broken: cannot read ...'. The folder was renamed away
-    whole (its record gone too): a miss, compiled again without a warning."""
+    checksums: the hit warned 'Entry ... is broken: cannot read ...'; or after its checksums,
+    before gt4py loads it: 'did not load'. The folder was renamed away whole (its record gone
+    too): a miss, compiled again without a warning."""
     store = tmp_path / "store"
     project = write_project(tmp_path / "p")
     assert statuses(run_project(project, store)) == [("compiled", None)]
@@ -333,9 +335,11 @@ def test_a_hit_whose_entry_a_prune_removes_before_its_checksums_is_a_quiet_miss(
 
     def racing(self, entry):
         Store.verify_payload = checked
+        if {when!r} == "after":
+            checked(self, entry)
         subprocess.run([sys.executable, "-m", "gtcache_cli", "--cache-dir", {str(store)!r}, "rm", entry.key, "--yes"],
                        check=True, capture_output=True)
-        return checked(self, entry)
+        return checked(self, entry) if {when!r} == "before" else None
 
     Store.verify_payload = racing
     with warnings.catch_warnings(record=True) as caught:

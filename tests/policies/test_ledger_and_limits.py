@@ -184,3 +184,17 @@ def test_an_entry_the_cap_cannot_remove_is_kept_and_the_next_least_recently_used
     # What went is the least recently used of what could go; everything more recent stayed.
     gone = [p for p in order if p not in kept]
     assert gone == [p for p in order if p not in held][: len(gone)] and len(kept) <= 6 + len(held), kept
+
+
+def test_bytes_left_in_an_entry_folder_go_with_the_entry_the_cap_removes(make_entry) -> None:
+    """A temp file a killed process left in an entry's folder (until ``verify --repair``)
+    counts against the cap, and goes with its folder: the cap counted it as staying when it
+    removed that entry, and went on removing (a reviewer's store of three, the first with 5 kB
+    left in it, was emptied where removing the first was enough)."""
+    store, entries, _ = _ten_entries(make_entry)
+    stray = entries[0].path / "stray.o"  # p0: the least recently used, the first the cap removes
+    stray.write_bytes(b"x" * 5000)
+    usage = store.usage_by_key()
+    cap = sum(size for size, _ in usage.values()) - usage[entries[0].key][0]  # without p0, it fits
+    enforce_limits(store, Limits(max_size=cap))
+    assert _programs(store) == sorted(f"p{i}" for i in range(1, 10))

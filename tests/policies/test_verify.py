@@ -389,6 +389,19 @@ def test_a_killed_writers_ledger_temp_file_and_flock_probe_are_leftovers(make_en
     assert len(gtcache.open_store(store.root).ledger_runs()) == 1, "the run file stays"
 
 
+def test_a_name_in_tmp_with_a_pid_no_kernel_has_is_judged_by_its_age(make_entry) -> None:
+    """Whoever may write ``tmp/`` chooses names there: a pid past what the kernel takes made
+    ``os.kill`` raise OverflowError and stopped verify ('a bug in gtcache'); such a name says
+    nothing of a running process, and an old item with it is a leftover like any."""
+    store: gtcache.Store = make_entry.store
+    make_entry("a")
+    odd = store.scratch_root() / "publish-99999999999999999999-0123456789ab"
+    odd.mkdir()
+    age(odd)
+    report = verify(store, repair=True)
+    assert [(p.kind, p.path) for p in report.repaired] == [("leftover", odd)] and not odd.exists()
+
+
 def test_what_tmp_holds_in_use_is_never_a_leftover(make_entry) -> None:
     """A running ``gtcache warm``'s build folder (``tmp/warm-build-<pid>-...``) whose own time is
     old (its compiles write deep inside it, or nothing for a while) was a leftover, and

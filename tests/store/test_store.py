@@ -309,6 +309,17 @@ def test_an_index_another_process_holds_locked_is_not_waited_for_nor_dropped(tmp
                                  capture_output=True, text=True, timeout=10 * _diskcache.LOCK_WAIT + 20, check=True)
         assert sorted(row["key"] for row in json.loads(listing.stdout)) == sorted(key for key, _, _ in before)
         assert database.stat().st_ino == identity, "the other process's database is not deleted"
+        # Rebuilding it (reindex; verify --repair, which rebuilds after its repairs) leaves it too
+        # (a reviewer's run deleted it: the rebuild dropped the files first).
+        reindex = subprocess.run([sys.executable, "-m", "gtcache_cli", "--cache-dir", str(tmp_path / "s"), "reindex"],
+                                 capture_output=True, text=True, timeout=10 * _diskcache.LOCK_WAIT + 20, check=False)
+        assert reindex.returncode == 1 and "was not rebuilt: another process holds it locked" in reindex.stderr
+        (next((tmp_path / "s").glob("entries/*/*")) / "stray.o").write_bytes(b"x")  # something to repair
+        repair = subprocess.run([sys.executable, "-m", "gtcache_cli", "--cache-dir", str(tmp_path / "s"), "verify",
+                                 "--repair"], capture_output=True, text=True, timeout=10 * _diskcache.LOCK_WAIT + 20,
+                                check=False)
+        assert repair.returncode == 0 and "repaired" in repair.stdout, repair.stdout + repair.stderr
+        assert database.stat().st_ino == identity, "the other process's database is not deleted by a rebuild"
     finally:
         assert holder.stdin is not None
         holder.stdin.write("go\n")

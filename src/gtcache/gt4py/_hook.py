@@ -573,7 +573,8 @@ class Hook:
             self.warn_once(str(error))
             return None
         except Exception as error:  # a payload that does not load is a miss, never a failure
-            self.warn_once(f"entry '{key}' did not load: {error!r}")
+            if not store.removed_since_lookup(key):  # (removed by a prune after its checksums: a quiet miss)
+                self.warn_once(f"entry '{key}' did not load: {error!r}")
             return None
         if store is self.store:
             with self._lock:

@@ -174,23 +174,31 @@ def _plan(
         if (reason := _criterion(entry, policy, now)) is not None:
             removals[entry.key] = Removal(entry, reason)
 
+    def room(entry: EntryInfo) -> tuple[int, int]:
+        """What an entry's folder takes (bytes on disk, records included, as the caps count),
+        as measured when ``usage`` is given: with what the scan does not account for in it (a
+        temp file a killed process left), which goes with the folder."""
+        measured = usage.get(entry.key) if usage is not None else None
+        if measured is None:
+            return entry.disk_size, entry.files
+        return max(measured[0], entry.disk_size), max(measured[1], entry.files)
+
     kept = [e for e in entries if e.key not in removals]
-    size = sum(e.disk_size for e in kept)  # bytes on disk, records included, as the caps count
-    files = sum(e.files for e in kept)
-    if usage is not None:  # what no entry of the scan accounts for stays (until verify --repair)
-        scanned = {e.key: e for e in entries}
-        for key, (key_size, key_files) in usage.items():
-            found = scanned.get(key)  # None: published since the scan
-            size += key_size if found is None else max(key_size - found.disk_size, 0)
-            files += key_files if found is None else max(key_files - found.files, 0)
+    size = sum(room(e)[0] for e in kept)
+    files = sum(room(e)[1] for e in kept)
+    if usage is not None:  # an entry published since the scan takes room too (never removed here)
+        scanned = {e.key for e in entries}
+        size += sum(key_size for key, (key_size, _) in usage.items() if key not in scanned)
+        files += sum(key_files for key, (_, key_files) in usage.items() if key not in scanned)
     if _over(size, files, policy):
         order: Callable[[EntryInfo], Any] = _value_per_byte if policy.by_value else _last_used
         for entry in sorted((e for e in candidates if e.key not in removals and e.key not in keep), key=order):
             if not _over(size, files, policy):
                 break
             removals[entry.key] = Removal(entry, _cap_reason(policy))
-            size -= entry.disk_size
-            files -= entry.files
+            entry_size, entry_files = room(entry)
+            size -= entry_size
+            files -= entry_files
     return PrunePlan(
         root=scan.root,
         removals=tuple(removals.values()),

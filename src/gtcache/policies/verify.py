@@ -390,7 +390,7 @@ def _running_here(pid: int) -> bool:
         return False
     except PermissionError:
         return True  # another user's
-    except OSError:
+    except (OSError, OverflowError, ValueError):
         return False
     return True
 

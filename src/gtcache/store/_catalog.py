@@ -53,6 +53,8 @@ def scan(store: Store, index: Index, use_index: bool) -> StoreScan:
         infos.append(info)
     for stale in rows.keys() - seen:
         index.delete(stale)
+    if index.busy:  # a write hit another process's lock: left as it is, not refreshed
+        index_state = "unavailable"
     if not use_index:
         index_state = "unused"
     infos.sort(key=lambda info: (info.program, info.backend, info.key))
@@ -68,7 +70,7 @@ def check_index(store: Store, index: Index) -> IndexState:
         return "unavailable"
     if index.state == "rebuilt":
         store.scan()
-        return "rebuilt"
+        return "unavailable" if index.busy else "rebuilt"
     if index.foreign:
         return "foreign"
     disk = dict(disk_keys(store))
@@ -77,6 +79,8 @@ def check_index(store: Store, index: Index) -> IndexState:
     )
     if lagging:
         store.scan()
+    if index.busy:  # a refresh that hit another process's lock: not refreshed
+        return "unavailable"
     return "lagging" if lagging else "ok"
 
 

@@ -108,7 +108,12 @@ def pid_of(name: str) -> int | None:
     pid = head.rpartition("-")[2]
     if len(tail) != 12 or not all(c in "0123456789abcdef" for c in tail) or not (pid.isascii() and pid.isdigit()):
         return None
-    return int(pid)
+    number = int(pid)
+    return number if 0 < number < _MAX_PID else None  # (a name anyone wrote: no number the kernel refuses)
+
+
+#: Linux's pids stay below 2**22 (``pid_max``'s limit).
+_MAX_PID = 1 << 22
 
 
 def fsync_dir(path: pathlib.Path) -> None:

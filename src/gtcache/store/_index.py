@@ -223,6 +223,22 @@ class Index:
             except _db().ERRORS as error:
                 self._failed(error)
 
+    def clear(self) -> bool:
+        """Remove every row, in the database as it is (other processes may have it open: its
+        files are not deleted under them); False when there is no index to be had here, or
+        another process holds it locked (``busy``: left as it is)."""
+        for _attempt in range(2):
+            if not self.open():
+                return False
+            assert self._cache is not None
+            try:
+                self._cache.clear()
+                self._cache.set(_META_KEY, str(INDEX_FORMAT))
+                return True
+            except _db().ERRORS as error:
+                self._failed(error)  # locked: busy, and the next open says so; damaged: dropped, made anew
+        return False
+
     def _failed(self, error: BaseException) -> None:
         """A read or write of the index failed: another process's lock (``busy``: the index is
         left as it is, and not used by this ``Index`` again), or damage (dropped, rebuilt next time)."""

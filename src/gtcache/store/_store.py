@@ -184,6 +184,11 @@ class Store:
             raise EntryNotFoundError(key)
         return entry
 
+    def removed_since_lookup(self, key: str) -> bool:
+        """Whether the entry at ``key`` is gone whole (no record: renamed away by a prune or
+        ``rm``), as a file it had found missing then says (absent, not broken)."""
+        return not os.path.lexists(f"{_layout.entry_dir(self._root, key)}/{_layout.ENTRY_FILE}")
+
     def verify_payload(self, entry: Entry) -> None:
         """Check every payload file against its size and xxh3; ``CorruptEntryError`` if one differs,
         ``EntryRemovedError`` (one) if the entry was removed since its lookup (a file and the
@@ -193,7 +198,7 @@ class Store:
             try:
                 digest = _files.file_xxh3(f"{folder}/{item.path}")
             except OSError as error:
-                if isinstance(error, FileNotFoundError) and not os.path.lexists(f"{folder}/{_layout.ENTRY_FILE}"):
+                if isinstance(error, FileNotFoundError) and self.removed_since_lookup(entry.key):
                     raise EntryRemovedError(entry.key) from None
                 raise CorruptEntryError(entry.key, f"cannot read '{item.path}' ({error.strerror}).") from None
             if digest != item.xxh3:
@@ -837,11 +842,14 @@ class Store:
         return _ledger.zeroed(self.root)
 
     def rebuild_index(self) -> StoreScan:
-        """Drop the index and rebuild it from the entry folders."""
+        """Rebuild the index from the entry folders: its rows removed, in the database other
+        processes may have open (a damaged one is made anew), and written again by a scan. An
+        index another process holds locked is left as it is, never deleted: the scan reads the
+        folders without it (``index`` "unavailable")."""
         self._require_writable()
-        self._index.drop()
-        scan = self.scan()
-        return dataclasses.replace(scan, index="rebuilt")
+        if not self._index.clear():
+            return self.scan()
+        return dataclasses.replace(self.scan(), index="rebuilt")
 
     def resolve(self, query: str, scan: StoreScan | None = None) -> tuple[EntryInfo, ...]:
         """Entries matching a full key, a unique key prefix (>= 4 digits) or a program name."""
