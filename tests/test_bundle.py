@@ -488,7 +488,9 @@ def test_an_import_stopped_while_it_publishes_leaves_nothing(tmp_path: pathlib.P
         command = [sys.executable, "-c", "import sys, threading, time; from gtcache_cli import run;"
                    " threading.Thread(target=time.sleep, args=(600,), daemon=True).start();"
                    f" sys.argv = ['gtcache', '--cache-dir', {str(root)!r}, 'import', {str(bundle)!r}]; run()"]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as in a terminal
+    # (a process started in the background ignores SIGINT, and Python then takes no Ctrl-C)
     deadline = time.monotonic() + 120
     while not any(root.glob("entries/*/*")) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.002)
