@@ -160,6 +160,16 @@ def test_prune_json_needs_yes_with_or_without_a_store_and_says_what_quarantine_h
     assert code == 0 and json.loads(out)["quarantined"] == 0
 
 
+def test_prune_without_a_policy_under_a_file_is_told_as_a_missing_store(tmp_path: pathlib.Path) -> None:
+    """A --cache-dir under a file holds no store, as a missing one: prune without a policy asked
+    for one (exit 2) there, but said "Cannot read '.../gtcache.toml': Not a directory" (exit 1)
+    under a file (a reviewer's find)."""
+    (tmp_path / "file").write_text("")
+    missing = run("--cache-dir", str(tmp_path / "missing"), "prune")
+    under_a_file = run("--cache-dir", str(tmp_path / "file" / "sub"), "prune")
+    assert missing[0] == under_a_file[0] == 2 and "Give a policy" in under_a_file[1], under_a_file
+
+
 def test_prune_without_a_policy_brings_the_store_under_its_caps(store: gtcache.Store) -> None:
     """As ``ccache --cleanup``: the caps set with ``config set`` (or the environment) apply."""
     code, out = run("--cache-dir", str(store.root), "prune", "--dry-run", env={"GTCACHE_MAX_SIZE": "0"})

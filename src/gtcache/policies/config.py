@@ -118,7 +118,7 @@ def _read_file(root: pathlib.Path, trust: TrustPolicy | None = None) -> dict[str
     path = root / CONFIG_FILE
     try:
         fd, info = open_regular(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # (no store: a --cache-dir under a file has none)
         return {}
     except OSError as error:
         raise GtcacheError(f"Cannot read '{path}': {error}.") from None
@@ -210,7 +210,7 @@ def remote_urls(settings: Settings, root: pathlib.Path | None = None) -> tuple[t
     path = root / CONFIG_FILE
     try:
         fd, info = open_regular(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return (), "unset"
     except OSError as error:
         raise GtcacheError(f"Cannot read '{path}': {error}.") from None
