@@ -295,6 +295,45 @@ def test_a_warm_stopped_by_a_signal_ends_its_workers_and_starts_no_more(tmp_path
     assert len(list(store.glob("entries/*/*"))) == 0  # the first variant was stopped, the others never ran
 
 
+def test_a_warm_killed_outright_takes_its_worker_and_compilers_along(tmp_path: pathlib.Path) -> None:
+    """SIGKILL of warm (a CI job's hard cancel, the OOM killer) while a compiler runs: no
+    handler of warm's runs, yet its worker and the worker's compilers end with it (before,
+    they compiled on, orphaned, and published the variant). The compiler is one that takes
+    its time (10 minutes) for the store's builds: only a signal ends it."""
+    import time
+
+    store = tmp_path / "store"
+    slow = tmp_path / "slow-c++"
+    slow.write_text(f'#!/bin/sh\ncase "$*" in *"{store}"*) sleep 600;; esac\nexec c++ "$@"\n')
+    slow.chmod(0o755)
+    manifest = tmp_path / "warm.toml"
+    manifest.write_text(textwrap.dedent("""
+        [[variant]]
+        program = "gtcache.examples:axpy"
+        backends = ["gtfn_cpu"]
+        static_args = { alpha = [4.0] }
+    """))
+    proc = subprocess.Popen([sys.executable, "-m", "gtcache_cli", "--cache-dir", str(store), "warm", "--manifest",
+                             str(manifest), "--jobs", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "CXX": str(slow)})
+    deadline = time.monotonic() + 300
+
+    def compilers() -> list[int]:  # what names the store's tmp/ but is neither warm nor its worker
+        return [pid for pid in _processes_naming(store / "tmp")
+                if pid != proc.pid and pid not in _processes_naming(store, b"gtcache.warm.worker")]
+
+    while not compilers() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None and compilers(), "warm ended before a compiler started"
+    proc.kill()
+    proc.communicate(timeout=60)
+    deadline = time.monotonic() + 60
+    while _processes_naming(store) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_naming(store) == [], "a worker (or its compiler) outlived warm"
+    assert list(store.glob("entries/*/*")) == []  # stopped, not compiled to the end
+
+
 def _processes_naming(store: pathlib.Path, marker: bytes = b"") -> list[int]:
     """The processes whose command line names ``store`` (and ``marker``): warm's workers, and
     their compilers (which build under the store's ``tmp/``)."""

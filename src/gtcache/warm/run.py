@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from gtcache.warm.spec import VariantSpec
+from gtcache.warm.worker import PARENT_VARIABLE
 
 __all__ = [
     "DEFAULT_MEMORY_PER_JOB", "WarmResult", "Workers", "effective_jobs", "gpu_build_env", "run_local", "run_on_dask",
@@ -95,7 +96,8 @@ def run_spec(
     run's, which stops the worker when the run is interrupted.
     """
     start = time.perf_counter()
-    env = {**os.environ, "GT4PY_BUILD_JOBS": "0", "PYTHONOPTIMIZE": os.environ.get("PYTHONOPTIMIZE", "1")}
+    env = {**os.environ, "GT4PY_BUILD_JOBS": "0", "PYTHONOPTIMIZE": os.environ.get("PYTHONOPTIMIZE", "1"),
+           PARENT_VARIABLE: str(os.getpid())}  # the worker ends with this process, even SIGKILLed
     if spec.arch:
         env.update(gpu_build_env(spec.device or "cuda", spec.arch))
         # gt4py's build folders do not depend on the arch: one build cache per arch.

@@ -9,11 +9,40 @@ peak memory and, on failure, the error.
 from __future__ import annotations
 
 import json
+import os
 import resource
+import signal
 import sys
 import time
 import traceback
 from typing import Any
+
+#: The environment variable naming the process that started this worker (``run_spec``).
+PARENT_VARIABLE = "GTCACHE_WARM_PARENT"
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def follow_parent(parent: int) -> None:
+    """End this worker and its compilers with the process that started it, also when that
+    one is killed outright (SIGKILL: a CI job's hard cancel), where nobody would stop them.
+
+    Linux sends SIGTERM when the parent dies (``PR_SET_PDEATHSIG``); a parent already gone
+    ends the worker at once. A worker that leads its process group (``run_spec`` starts it
+    so) takes that group along on SIGTERM: its compilers, which Python would leave running.
+    Elsewhere (no prctl) nothing changes."""
+    if os.getpgrp() == os.getpid():
+        signal.signal(signal.SIGTERM, _end_group)
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # died before the prctl: no signal is coming
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _end_group(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.killpg(os.getpgrp(), signal.SIGTERM)  # this worker included: it ends here
 
 
 def run(spec_json: str, store_path: str) -> dict[str, Any]:
@@ -50,4 +79,6 @@ def run(spec_json: str, store_path: str) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    if PARENT_VARIABLE in os.environ:
+        follow_parent(int(os.environ[PARENT_VARIABLE]))
     print("RESULT " + json.dumps(run(sys.argv[1], sys.argv[2])), flush=True)
