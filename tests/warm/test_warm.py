@@ -303,9 +303,7 @@ def test_a_warm_killed_outright_takes_its_worker_and_compilers_along(tmp_path: p
     import time
 
     store = tmp_path / "store"
-    slow = tmp_path / "slow-c++"
-    slow.write_text(f'#!/bin/sh\ncase "$*" in *"{store}"*) sleep 600;; esac\nexec c++ "$@"\n')
-    slow.chmod(0o755)
+    slow = _slow_compiler(tmp_path, store)
     manifest = tmp_path / "warm.toml"
     manifest.write_text(textwrap.dedent("""
         [[variant]]
@@ -317,14 +315,9 @@ def test_a_warm_killed_outright_takes_its_worker_and_compilers_along(tmp_path: p
                              str(manifest), "--jobs", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "CXX": str(slow)})
     deadline = time.monotonic() + 300
-
-    def compilers() -> list[int]:  # what names the store's tmp/ but is neither warm nor its worker
-        return [pid for pid in _processes_naming(store / "tmp")
-                if pid != proc.pid and pid not in _processes_naming(store, b"gtcache.warm.worker")]
-
-    while not compilers() and proc.poll() is None and time.monotonic() < deadline:
+    while not _compilers(store, proc.pid) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert proc.poll() is None and compilers(), "warm ended before a compiler started"
+    assert proc.poll() is None and _compilers(store, proc.pid), "warm ended before a compiler started"
     proc.kill()
     proc.communicate(timeout=60)
     deadline = time.monotonic() + 60
@@ -332,6 +325,61 @@ def test_a_warm_killed_outright_takes_its_worker_and_compilers_along(tmp_path: p
         time.sleep(0.1)
     assert _processes_naming(store) == [], "a worker (or its compiler) outlived warm"
     assert list(store.glob("entries/*/*")) == []  # stopped, not compiled to the end
+
+
+def test_an_interrupted_warm_on_a_dask_cluster_ends_its_workers_there(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C of a warm run on a dask cluster while a compiler runs there: the run's worker
+    and its compilers on the cluster end, the queued variants never start (before, the
+    cluster compiled every variant on after warm had exited). The compiler is one that takes
+    10 minutes for the store's builds: only a signal ends it."""
+    import signal
+    import time
+
+    distributed = pytest.importorskip("distributed")
+    store = tmp_path / "store"
+    monkeypatch.setenv("CXX", str(_slow_compiler(tmp_path, store)))  # the cluster's workers inherit it
+    manifest = write(tmp_path / "warm.toml", """
+        [[variant]]
+        program = "gtcache.examples:axpy"
+        backends = ["gtfn_cpu"]
+        static_args = { alpha = [5.0, 6.0, 7.0] }
+    """)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        proc = subprocess.Popen([sys.executable, "-m", "gtcache_cli", "--cache-dir", str(store), "warm", "--manifest",
+                                 str(manifest), "--scheduler", cluster.scheduler_address],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        deadline = time.monotonic() + 300
+        while not _compilers(store, proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None and _compilers(store, proc.pid), "warm ended before a compiler started"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, (out, err)
+        deadline = time.monotonic() + 60
+        with distributed.Client(cluster) as client:
+            while (_processes_naming(store) or any(client.processing().values())) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert _processes_naming(store) == [], "a worker (or its compiler) outlived the run"
+            assert not any(client.processing().values()), "the cluster went on with the run's variants"
+    assert list(store.glob("entries/*/*")) == []
+
+
+def _slow_compiler(folder: pathlib.Path, store: pathlib.Path) -> pathlib.Path:
+    """A C++ compiler that sleeps 10 minutes before each build under ``store`` (only a
+    signal ends it), and is ``c++`` otherwise."""
+    slow = folder / "slow-c++"
+    slow.write_text(f'#!/bin/sh\ncase "$*" in *"{store}"*) sleep 600;; esac\nexec c++ "$@"\n')
+    slow.chmod(0o755)
+    return slow
+
+
+def _compilers(store: pathlib.Path, warm: int) -> list[int]:
+    """The processes that name the store's ``tmp/`` but are neither ``warm`` nor its workers."""
+    workers = _processes_naming(store, b"gtcache.warm.worker")
+    return [pid for pid in _processes_naming(store / "tmp") if pid != warm and pid not in workers]
 
 
 def _processes_naming(store: pathlib.Path, marker: bytes = b"") -> list[int]:

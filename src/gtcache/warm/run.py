@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -29,6 +30,7 @@ from gtcache.warm.worker import PARENT_VARIABLE
 
 __all__ = [
     "DEFAULT_MEMORY_PER_JOB", "WarmResult", "Workers", "effective_jobs", "gpu_build_env", "run_local", "run_on_dask",
+    "stop_run",
     "run_spec",
 ]
 
@@ -87,14 +89,17 @@ def gpu_build_env(device: str, arch: str) -> dict[str, str]:
 
 def run_spec(
     spec: VariantSpec, store: str, *, timeout: float | None, build_dir: str | None = None,
-    workers: Workers | None = None,
+    workers: Workers | None = None, run: str | None = None,
 ) -> WarmResult:
     """Compile one variant in a worker process (runs here, or on a dask worker).
 
     ``build_dir``: a gt4py build cache the workers of one warm run share, so that
     gt4py's per-folder CMake set-up is paid once, not once per variant. ``workers``: the
-    run's, which stops the worker when the run is interrupted.
+    run's, which stops the worker when the run is interrupted; on a dask worker, ``run``
+    names the run instead (``stop_run`` stops its workers there).
     """
+    if workers is None and run is not None:
+        workers = _workers_of(run)
     start = time.perf_counter()
     env = {**os.environ, "GT4PY_BUILD_JOBS": "0", "PYTHONOPTIMIZE": os.environ.get("PYTHONOPTIMIZE", "1"),
            PARENT_VARIABLE: str(os.getpid())}  # the worker ends with this process, even SIGKILLed
@@ -179,6 +184,21 @@ class Workers:
             _signal_group(proc, signal.SIGTERM)
 
 
+_RUNS: dict[str, Workers] = {}  # a dask worker's: the workers of each run it took part in
+_RUNS_LOCK = threading.Lock()
+
+
+def _workers_of(run: str) -> Workers:
+    with _RUNS_LOCK:
+        return _RUNS.setdefault(run, Workers())
+
+
+def stop_run(run: str) -> None:
+    """Stop the run ``run``'s workers in this process, and any it starts later (an
+    interrupted ``run_on_dask`` has every dask worker run this)."""
+    _workers_of(run).stop()
+
+
 def run_local(
     specs: Sequence[VariantSpec], store: str, *, jobs: int, timeout: float | None,
     build_dir: str | None = None, on_done: Callable[[WarmResult], None] = lambda _: None,
@@ -222,16 +242,23 @@ def run_on_dask(
     except ImportError:
         raise RuntimeError("--scheduler needs dask.distributed: pip install 'gtcache[dask]'.") from None
     results: dict[VariantSpec, WarmResult] = {}
+    run = uuid.uuid4().hex
     with Client(scheduler) as client:
         futures = {
-            client.submit(run_spec, spec, store, timeout=timeout, build_dir=build_dir, pure=False, key=f"warm-{i}"): spec
+            client.submit(run_spec, spec, store, timeout=timeout, build_dir=build_dir, run=run, pure=False,
+                          key=f"warm-{run}-{i}"): spec
             for i, spec in enumerate(specs)
         }
-        for future in as_completed(futures):
-            try:
-                result = future.result()
-            except Exception as error:  # a dask worker lost: that variant fails alone
-                result = WarmResult(futures[future], "failed", None, 0.0, detail=f"dask: {error!r}")
-            results[futures[future]] = result
-            on_done(result)
+        try:
+            for future in as_completed(futures):
+                try:
+                    result = future.result()
+                except Exception as error:  # a dask worker lost: that variant fails alone
+                    result = WarmResult(futures[future], "failed", None, 0.0, detail=f"dask: {error!r}")
+                results[futures[future]] = result
+                on_done(result)
+        except BaseException:  # interrupted: no variant starts, the running ones end
+            client.cancel(list(futures))
+            client.run(stop_run, run)
+            raise
     return [results[spec] for spec in specs]
