@@ -417,11 +417,12 @@ def test_what_tmp_holds_in_use_is_never_a_leftover(make_entry) -> None:
                           text=True, check=True)
     dead_pid = int(dead.stdout)
     tmp = store.scratch_root()
+    grace = 10.0  # this process's folder is aged past the grace, not to before this process started
     with store.scratch("warm-build-") as running:  # this process's: running
         (running / "build" / "module").mkdir(parents=True)
         (running / "build" / "module" / "a.o").write_bytes(b"o")
         for path in (running / "build" / "module" / "a.o", running / "build" / "module", running / "build", running):
-            age(path)
+            age(path, 3 * grace)
         busy = tmp / f"warm-build-{dead_pid}-0123456789ab"  # a dead pid (or another host's), a fresh file deep in it
         (busy / "build" / "module").mkdir(parents=True)
         (busy / "build" / "module" / "b.o").write_bytes(b"o")
@@ -433,14 +434,37 @@ def test_what_tmp_holds_in_use_is_never_a_leftover(make_entry) -> None:
         for path in (stale / "build" / "c.o", stale / "build", stale):
             age(path)
 
-        report = verify(store, repair=True)
+        report = verify(store, repair=True, grace_seconds=grace)
         assert [(p.kind, p.path) for p in report.repaired] == [("leftover", stale)]
         assert report.ok, report.problems
         assert (running / "build" / "module" / "a.o").exists() and (busy / "build" / "module" / "b.o").exists()
         assert not stale.exists()
         age(busy / "build" / "module" / "b.o")  # once nothing in it is young, the dead pid's goes
-        assert [(p.kind, p.path) for p in verify(store).problems] == [("leftover", busy)]
+        assert [(p.kind, p.path) for p in verify(store, grace_seconds=grace).problems] == [("leftover", busy)]
     assert not running.exists()
+
+
+def test_a_pid_reused_by_a_later_process_keeps_nothing(make_entry) -> None:
+    """A leftover build folder whose name carries a pid that a process started since has taken
+    (pids are reused; after a reboot, soon) was kept for a week; that process started after the
+    folder was last written, so it did not make it: a leftover like any."""
+    import subprocess
+
+    store: gtcache.Store = make_entry.store
+    make_entry("a")
+    left = store.scratch_root() / "warm-build-PID-0123456789ab"
+    with subprocess.Popen(["sleep", "60"]) as later:
+        try:
+            left = left.with_name(left.name.replace("PID", str(later.pid)))
+            (left / "build").mkdir(parents=True)
+            (left / "build" / "a.o").write_bytes(b"o")
+            for path in (left / "build" / "a.o", left / "build", left):
+                age(path)  # two hours ago: before the process started
+            report = verify(store, repair=True)
+            assert [(p.kind, p.path) for p in report.repaired] == [("leftover", left)] and not left.exists()
+            assert later.poll() is None  # (its pid was running all along)
+        finally:
+            later.kill()
 
 
 def _rm_in_another_process(store: gtcache.Store, key: str) -> None:

@@ -9,7 +9,7 @@ Problems and what ``repair`` does with them:
 | ``extra-file`` | a file in an entry folder that its record does not list | removed (a symlink itself, never its target) |
 | ``orphan`` | something under ``entries/`` that is not an entry folder at its place, a symlinked shard or entry folder among them | removed (a symlink itself, never its target) |
 | ``refused-folder`` | a shard folder (``entries/<xx>``, ``direct/<xx>``) whose owner or mode makes lookups refuse all it holds (a store made under umask 002): its entries are ``broken-entry`` problems, its links never followed; an entry folder of its own is a ``broken-entry`` alone | ``entries/<xx>``: removed once empty (its entries quarantined); ``direct/<xx>``: removed with its links; made anew, with the store's mode, by the next publish. Never ``chmod``: that would trust what someone untrusted may have written |
-| ``leftover`` | a staging or build folder in ``tmp/``, anything in ``trash/``, a temp file, older than the grace period (``tmp/`` and ``trash/``: by the newest time within; a week while the pid its name carries runs on this host, ``_in_use``) | removed |
+| ``leftover`` | a staging or build folder in ``tmp/``, anything in ``trash/``, a temp file, older than the grace period (``tmp/`` and ``trash/``: by the newest time within; a week while the pid its name carries runs on this host, in a process started before, ``_in_use``) | removed |
 | ``dangling-link`` | a direct link to no sound entry, or unreadable | removed |
 | ``index`` | the index could not be read, or holds rows that are not gtcache's JSON text (a pickle: never loaded) | rebuilt |
 | ``config`` | ``gtcache.toml`` unreadable, not TOML, or a value that does not check out (``max_size = "20X"``): the caps are not enforced | none: ``gtcache config set`` / ``unset`` fixes it |
@@ -355,7 +355,7 @@ def _in_use(item: os.DirEntry[str], now: float, grace: float) -> bool:
     if now - newest <= grace:
         return True
     pid = pid_of(item.name)
-    return pid is not None and now - newest <= _RUNNING_GRACE_SECONDS and _running_here(pid)
+    return pid is not None and now - newest <= _RUNNING_GRACE_SECONDS and _running_here(pid, newest)
 
 
 def _newest_mtime(item: os.DirEntry[str]) -> float:
@@ -379,9 +379,11 @@ def _newest_mtime(item: os.DirEntry[str]) -> float:
     return newest
 
 
-def _running_here(pid: int) -> bool:
-    """Whether a process ``pid`` runs on this host (maybe another than the one that made the
-    name, if the pid was reused: kept a while longer, no harm)."""
+def _running_here(pid: int, written: float) -> bool:
+    """Whether a process ``pid`` runs on this host that may have made the name: one started
+    after the item was last ``written`` (give or take ``_CLOCK_SLACK_SECONDS``) did not, the
+    pid was reused. (Without ``/proc``, any process ``pid``: a reused pid keeps the item a
+    while longer, no harm.)"""
     if pid <= 0:
         return False
     try:
@@ -389,10 +391,27 @@ def _running_here(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True  # another user's
+        pass  # another user's
     except (OSError, OverflowError, ValueError):
         return False
-    return True
+    started = _start_time(pid)
+    return started is None or started <= written + _CLOCK_SLACK_SECONDS
+
+
+#: How far a file system's times (a file server's clock) may be from this host's.
+_CLOCK_SLACK_SECONDS = 60.0
+
+
+def _start_time(pid: int) -> float | None:
+    """When process ``pid`` started (seconds since the epoch, Linux's ``/proc``), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()
+        with open("/proc/stat", "rb") as system:
+            boot = next(int(line.split()[1]) for line in system if line.startswith(b"btime "))
+        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22, starttime, in ticks
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
 
 
 def _mtime(item: os.DirEntry[str]) -> float:
