@@ -26,7 +26,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from gtcache.warm.spec import VariantSpec
-from gtcache.warm.worker import PARENT_VARIABLE
 
 __all__ = [
     "DEFAULT_MEMORY_PER_JOB", "WarmResult", "Workers", "effective_jobs", "gpu_build_env", "run_local", "run_on_dask",
@@ -101,8 +100,7 @@ def run_spec(
     if workers is None and run is not None:
         workers = _workers_of(run)
     start = time.perf_counter()
-    env = {**os.environ, "GT4PY_BUILD_JOBS": "0", "PYTHONOPTIMIZE": os.environ.get("PYTHONOPTIMIZE", "1"),
-           PARENT_VARIABLE: str(os.getpid())}  # the worker ends with this process, even SIGKILLed
+    env = {**os.environ, "GT4PY_BUILD_JOBS": "0", "PYTHONOPTIMIZE": os.environ.get("PYTHONOPTIMIZE", "1")}
     if spec.arch:
         env.update(gpu_build_env(spec.device or "cuda", spec.arch))
         # gt4py's build folders do not depend on the arch: one build cache per arch.
@@ -112,7 +110,9 @@ def run_spec(
     env.pop("GTCACHE_DIR", None)  # the worker publishes through compile_variants, not the start-up hook
     try:
         code, stdout, stderr = _run_worker(
-            [sys.executable, "-m", "gtcache.warm.worker", json.dumps(spec.to_json()), store], env, timeout, workers,
+            [sys.executable, "-m", "gtcache.warm.worker", json.dumps(spec.to_json()), store,
+             str(os.getpid())],  # (the worker ends with this process, even SIGKILLed: follow_parent)
+            env, timeout, workers,
         )
     except subprocess.TimeoutExpired:
         return WarmResult(spec, "timeout", None, time.perf_counter() - start, detail=f"killed after {timeout:g} s")

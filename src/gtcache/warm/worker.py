@@ -1,4 +1,4 @@
-"""``python -m gtcache.warm.worker SPEC_JSON STORE``: compile one variant into a store.
+"""``python -m gtcache.warm.worker SPEC_JSON STORE [PARENT_PID]``: compile one variant into a store.
 
 Runs in a process of its own (one per variant), so that a crash, a timeout or
 the memory of one compilation never touches another. Prints one ``RESULT``
@@ -17,8 +17,6 @@ import time
 import traceback
 from typing import Any
 
-#: The environment variable naming the process that started this worker (``run_spec``).
-PARENT_VARIABLE = "GTCACHE_WARM_PARENT"
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
@@ -79,6 +77,6 @@ def run(spec_json: str, store_path: str) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    if PARENT_VARIABLE in os.environ:
-        follow_parent(int(os.environ[PARENT_VARIABLE]))
+    if len(sys.argv) > 3:  # the process that started this worker (run_spec)
+        follow_parent(int(sys.argv[3]))
     print("RESULT " + json.dumps(run(sys.argv[1], sys.argv[2])), flush=True)
