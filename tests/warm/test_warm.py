@@ -327,6 +327,42 @@ def test_a_warm_killed_outright_takes_its_worker_and_compilers_along(tmp_path: p
     assert list(store.glob("entries/*/*")) == []  # stopped, not compiled to the end
 
 
+@pytest.mark.parametrize("end", ["timeout", "worker killed"])
+def test_a_worker_that_times_out_or_is_killed_leaves_no_compiler(tmp_path: pathlib.Path, end: str) -> None:
+    """A worker's compile that runs past ``--timeout``, or a worker killed outright (the OOM
+    killer picks the biggest process, seldom warm): its compilers end too. ninja starts each
+    compile in a process group of its own, so the SIGKILL to the worker's group left them
+    running, as did a dead worker (before); all of the worker's session is ended now. The
+    compiler is one that takes 10 minutes for the store's builds."""
+    import signal
+    import time
+
+    store = tmp_path / "store"
+    manifest = write(tmp_path / "warm.toml", """
+        [[variant]]
+        program = "gtcache.examples:axpy"
+        backends = ["gtfn_cpu"]
+        static_args = { alpha = [8.0] }
+    """)
+    options = ["--timeout", "60"] if end == "timeout" else []
+    proc = subprocess.Popen([sys.executable, "-m", "gtcache_cli", "--cache-dir", str(store), "warm", "--manifest",
+                             str(manifest), "--jobs", "1", "--json", *options], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "CXX": str(_slow_compiler(tmp_path, store))})
+    deadline = time.monotonic() + 300
+    while not _compilers(store, proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None and _compilers(store, proc.pid), "warm ended before a compiler started"
+    if end == "worker killed":
+        for worker in _processes_naming(store, b"gtcache.warm.worker"):
+            os.kill(worker, signal.SIGKILL)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, (out, err)
+    [variant] = json.loads(out)["variants"]
+    assert variant["status"] == ("timeout" if end == "timeout" else "failed"), variant
+    assert _processes_naming(store) == [], "a compiler outlived its worker"
+
+
 def test_an_interrupted_warm_on_a_dask_cluster_ends_its_workers_there(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -44,6 +44,7 @@ from gtcache.store import (
     TRASH_DIR,
     RefusedFolder,
     Store,
+    fs_now,
     is_key,
     pid_of,
     remove_tree,
@@ -226,11 +227,16 @@ def _check_entry(store: Store, key: str, now: float, grace: float) -> list[Probl
 
 def _check_leftovers(store: Store, now: float, grace: float, unsafe: set[pathlib.Path]) -> list[Problem]:
     problems = []
+    # What tmp/ and trash/ hold is judged by the file system's clock (a file server's sets
+    # their times; this host's where no probe file can be made), and a process's start on
+    # this host's clock is turned into it.
+    clock = fs_now(store.root / TMP_DIR)
+    skew = now - clock
     for item in _listdir(store.root / TMP_DIR, unsafe):
-        if not _in_use(item, now, grace):
+        if not _in_use(item, clock, grace, skew):
             problems.append(Problem("leftover", pathlib.Path(item.path), "staging folder of an interrupted publish"))
     for item in _listdir(store.root / TRASH_DIR, unsafe):
-        if not _in_use(item, now, grace):
+        if not _in_use(item, clock, grace, skew):
             problems.append(Problem("leftover", pathlib.Path(item.path), "removal that did not finish"))
     # What a process killed meanwhile left: a ledger entry's temp file, a lock's flock probe
     # (folders this user may not list: not looked into, as the entries' checks do not need them).
@@ -345,17 +351,18 @@ def _listdir(
         raise
 
 
-def _in_use(item: os.DirEntry[str], now: float, grace: float) -> bool:
+def _in_use(item: os.DirEntry[str], now: float, grace: float, skew: float) -> bool:
     """Whether what ``tmp/`` or ``trash/`` holds (``item``) may still be in use: something in it
     (looked at up to ``_WALK_LIMIT`` items, ``_newest_mtime``) was written within ``grace``
     seconds, or its name carries the pid of a process running on this host (``unique_name``)
     and it was written within ``_RUNNING_GRACE_SECONDS``. A pid tells nothing of another host's
-    processes (a store shared over NFS): there, and for a dead pid, the age alone decides."""
+    processes (a store shared over NFS): there, and for a dead pid, the age alone decides.
+    ``now`` and the item's times are the file system's clock; ``skew``, this host's minus it."""
     newest = _newest_mtime(item)
     if now - newest <= grace:
         return True
     pid = pid_of(item.name)
-    return pid is not None and now - newest <= _RUNNING_GRACE_SECONDS and _running_here(pid, newest)
+    return pid is not None and now - newest <= _RUNNING_GRACE_SECONDS and _running_here(pid, newest + skew)
 
 
 def _newest_mtime(item: os.DirEntry[str]) -> float:
@@ -381,8 +388,8 @@ def _newest_mtime(item: os.DirEntry[str]) -> float:
 
 def _running_here(pid: int, written: float) -> bool:
     """Whether a process ``pid`` runs on this host that may have made the name: one started
-    after the item was last ``written`` (give or take ``_CLOCK_SLACK_SECONDS``) did not, the
-    pid was reused. (Without ``/proc``, any process ``pid``: a reused pid keeps the item a
+    after the item was last ``written`` (this host's clock, give or take
+    ``_CLOCK_SLACK_SECONDS``) did not, the pid was reused. (Without ``/proc``, any process ``pid``: a reused pid keeps the item a
     while longer, no harm.)"""
     if pid <= 0:
         return False
@@ -398,7 +405,7 @@ def _running_here(pid: int, written: float) -> bool:
     return started is None or started <= written + _CLOCK_SLACK_SECONDS
 
 
-#: How far a file system's times (a file server's clock) may be from this host's.
+#: How far a file system's times may be from this host's clock once its offset is measured.
 _CLOCK_SLACK_SECONDS = 60.0
 
 

@@ -28,13 +28,13 @@ from gtcache.store._trust import StoreModes, TrustPolicy, check_store
 
 if TYPE_CHECKING:
     from gtcache.store._ledger import LedgerTotals
-    from gtcache.store._lock import StoreLock, flock_works
+    from gtcache.store._lock import StoreLock, flock_works, fs_now
     from gtcache.store._scan import EntryInfo, Seen, StoreScan, StoreStats, format_size
 
 #: Names imported from their module when first asked for (PEP 562).
 _LAZY = {
     "EntryInfo": "_scan", "Seen": "_scan", "StoreScan": "_scan", "StoreStats": "_scan", "format_size": "_scan",
-    "LedgerTotals": "_ledger", "StoreLock": "_lock", "flock_works": "_lock",
+    "LedgerTotals": "_ledger", "StoreLock": "_lock", "flock_works": "_lock", "fs_now": "_lock",
 }
 
 
@@ -79,6 +79,7 @@ __all__ = [
     "StoreScan",
     "StoreLock",
     "flock_works",
+    "fs_now",
     "StoreModes",
     "StoreStats",
     "TrustPolicy",

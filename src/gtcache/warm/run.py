@@ -16,6 +16,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import queue
 import signal
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+from gtcache.warm._session import signal_session
 from gtcache.warm.spec import VariantSpec
 
 __all__ = [
@@ -127,35 +129,41 @@ def run_spec(
 def _run_worker(
     args: list[str], env: dict[str, str], timeout: float | None, workers: Workers | None,
 ) -> tuple[int, str, str]:
-    """Run a worker (exit code, stdout, stderr) in a process group of its own, which its
-    compiler's processes join: a timeout or an interrupted run ends them all, not only the
-    worker (``TimeoutExpired`` when it timed out)."""
+    """Run a worker (exit code, stdout, stderr) in a session of its own, which its compilers
+    stay in: a timeout or an interrupted run ends them all, not only the worker, and what a
+    worker that did not end well (killed, out of memory) left running is ended after it
+    (``TimeoutExpired`` when it timed out)."""
     with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                           start_new_session=True) as proc:
-        if workers is not None and not workers.started(proc):
-            _signal_group(proc, signal.SIGTERM)  # the run was interrupted as this one started
         try:
-            stdout, stderr = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _signal_group(proc, signal.SIGKILL)
-            proc.communicate()
-            raise
+            if workers is not None and not workers.started(proc):
+                signal_session(proc.pid, signal.SIGTERM)  # the run was interrupted as this one started
+            try:
+                stdout, stderr = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                signal_session(proc.pid, signal.SIGTERM)
+                try:
+                    proc.communicate(timeout=_TERM_GRACE)
+                except subprocess.TimeoutExpired:
+                    signal_session(proc.pid, signal.SIGKILL)
+                    proc.communicate()
+                raise
         finally:
             if workers is not None:
                 workers.ended(proc)
+            if proc.poll() != 0:
+                signal_session(proc.pid, signal.SIGKILL)  # what it left: its session's id is still theirs
     return proc.returncode, stdout, stderr
 
 
-def _signal_group(proc: subprocess.Popen[str], signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signum)
+_TERM_GRACE = 5.0  # seconds a timed-out worker's processes have after SIGTERM, before SIGKILL
 
 
 _SIGNAL_POLL = 0.2  # seconds: how late an interruption may be seen while workers run
 
 
 class Workers:
-    """The worker processes a local warm run has running. A worker leads a process group of
+    """The worker processes a local warm run has running. A worker leads a session of
     its own (the terminal's Ctrl-C reaches the run, not its workers): when the run is
     interrupted (Ctrl-C, SIGTERM), ``stop`` ends them, compilers included, and any worker
     started after that at once."""
@@ -181,15 +189,18 @@ class Workers:
             self._stopped = True
             running = list(self._running)
         for proc in running:
-            _signal_group(proc, signal.SIGTERM)
+            signal_session(proc.pid, signal.SIGTERM)
 
 
 _RUNS: dict[str, Workers] = {}  # a dask worker's: the workers of each run it took part in
+_RUNS_KEPT = 256  # the latest runs' (a dask worker serves many runs; an old one has ended)
 _RUNS_LOCK = threading.Lock()
 
 
 def _workers_of(run: str) -> Workers:
     with _RUNS_LOCK:
+        if run not in _RUNS and len(_RUNS) >= _RUNS_KEPT:
+            del _RUNS[next(iter(_RUNS))]
         return _RUNS.setdefault(run, Workers())
 
 
@@ -208,21 +219,25 @@ def run_local(
     results: dict[VariantSpec, WarmResult] = {}
     workers = Workers()
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
+    finished: queue.SimpleQueue[concurrent.futures.Future[WarmResult]] = queue.SimpleQueue()
     try:
-        futures = {pool.submit(run_spec, spec, store, timeout=timeout, build_dir=build_dir, workers=workers): spec
-                   for spec in specs}
-        pending = list(futures)
-        while pending:
-            # Waits of a bounded time: Python handles a Ctrl-C or SIGTERM in the main thread,
-            # and one that comes just as it enters an untimed wait is handled only when that
-            # wait ends, here when a worker ends (seen under load: 33 s late, the interrupted
-            # variant compiled and published; 5 of 150 signals so in a pure-Python check).
-            done, _ = concurrent.futures.wait(pending, timeout=_SIGNAL_POLL, return_when=concurrent.futures.FIRST_COMPLETED)
-            for future in [f for f in pending if f in done]:
-                result = future.result()
-                results[futures[future]] = result
-                on_done(result)
-            pending = [f for f in pending if f not in done]
+        futures = {}
+        for spec in specs:
+            future = pool.submit(run_spec, spec, store, timeout=timeout, build_dir=build_dir, workers=workers)
+            futures[future] = spec
+            future.add_done_callback(finished.put)
+        for _ in range(len(futures)):
+            done = None
+            while done is None:
+                # Waits of a bounded time: Python handles a Ctrl-C or SIGTERM in the main
+                # thread, and one that comes just as it enters an untimed wait is handled
+                # only when that wait ends, here when a worker ends (seen under load: 33 s
+                # late, the interrupted variant compiled and published).
+                with contextlib.suppress(queue.Empty):
+                    done = finished.get(timeout=_SIGNAL_POLL)
+            result = done.result()
+            results[futures[done]] = result
+            on_done(result)
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         workers.stop()
@@ -230,6 +245,24 @@ def run_local(
     finally:
         pool.shutdown(wait=True)  # (interrupted: their threads return as their workers end)
     return [results[spec] for spec in specs]
+
+
+def _stop_on_dask(client: Any, futures: list[Any], run: str) -> None:
+    """Cancel a run's ``futures`` and stop its workers on every dask worker, best effort and
+    within ``_DASK_STOP_WAIT``: an unresponsive worker must not hold up the interrupted run."""
+
+    def stop() -> None:
+        with contextlib.suppress(Exception):
+            client.cancel(futures)
+        with contextlib.suppress(Exception):
+            client.run(stop_run, run, on_error="ignore")
+
+    stopping = threading.Thread(target=stop, name="gtcache-warm-stop", daemon=True)
+    stopping.start()
+    stopping.join(_DASK_STOP_WAIT)
+
+
+_DASK_STOP_WAIT = 10.0  # seconds
 
 
 def run_on_dask(
@@ -244,12 +277,11 @@ def run_on_dask(
     results: dict[VariantSpec, WarmResult] = {}
     run = uuid.uuid4().hex
     with Client(scheduler) as client:
-        futures = {
-            client.submit(run_spec, spec, store, timeout=timeout, build_dir=build_dir, run=run, pure=False,
-                          key=f"warm-{run}-{i}"): spec
-            for i, spec in enumerate(specs)
-        }
+        futures = {}
         try:
+            for i, spec in enumerate(specs):
+                futures[client.submit(run_spec, spec, store, timeout=timeout, build_dir=build_dir, run=run,
+                                      pure=False, key=f"warm-{run}-{i}")] = spec
             for future in as_completed(futures):
                 try:
                     result = future.result()
@@ -258,7 +290,6 @@ def run_on_dask(
                 results[futures[future]] = result
                 on_done(result)
         except BaseException:  # interrupted: no variant starts, the running ones end
-            client.cancel(list(futures))
-            client.run(stop_run, run)
+            _stop_on_dask(client, list(futures), run)
             raise
     return [results[spec] for spec in specs]

@@ -13,34 +13,30 @@ import os
 import resource
 import signal
 import sys
+import threading
 import time
 import traceback
 from typing import Any
 
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+from gtcache.warm._session import signal_session
 
 
 def follow_parent(parent: int) -> None:
-    """End this worker and its compilers with the process that started it, also when that
-    one is killed outright (SIGKILL: a CI job's hard cancel), where nobody would stop them.
+    """End this worker and its compilers when the process that started it ends, also when
+    that one is killed outright (SIGKILL: a CI job's hard cancel), where nobody would stop
+    them: a thread watches the parent (a signal, ``PR_SET_PDEATHSIG``, would be handled
+    only when the main thread runs Python, and by whatever handler the program's modules
+    installed), and a worker that leads its session (``run_spec`` starts it so) kills the
+    session, itself last: the compile is given up, its folder is ``tmp/``'s to clean."""
 
-    Linux sends SIGTERM when the parent dies (``PR_SET_PDEATHSIG``); a parent already gone
-    ends the worker at once. A worker that leads its process group (``run_spec`` starts it
-    so) takes that group along on SIGTERM: its compilers, which Python would leave running.
-    Elsewhere (no prctl) nothing changes."""
-    if os.getpgrp() == os.getpid():
-        signal.signal(signal.SIGTERM, _end_group)
-    if sys.platform.startswith("linux"):
-        import ctypes
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        if os.getsid(0) == os.getpid():
+            signal_session(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
 
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != parent:  # died before the prctl: no signal is coming
-            os.kill(os.getpid(), signal.SIGTERM)
-
-
-def _end_group(signum: int, frame: object) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.killpg(os.getpgrp(), signal.SIGTERM)  # this worker included: it ends here
+    threading.Thread(target=watch, name="gtcache-follow-parent", daemon=True).start()
 
 
 def run(spec_json: str, store_path: str) -> dict[str, Any]:
