@@ -159,6 +159,8 @@ def _framing_changed(data: bytes, kind: str) -> bytes:
         return data[:-8]
     if kind == "gzip checksum":
         return data[:-8] + bytes([data[-8] ^ 1]) + data[-7:]
+    if kind == "gzip size":  # ISIZE, the trailer's last 4 bytes (the CRC-32 left right)
+        return data[:-4] + bytes([data[-4] ^ 1]) + data[-3:]
     if kind == "bytes after the gzip stream":
         return data + b"trailing"
     if kind == "a second gzip member":
@@ -185,6 +187,8 @@ def _framing_changed(data: bytes, kind: str) -> bytes:
         return gzip_as_exported(raw[: end + 1024] + b"x" + raw[end + 1025:])
     if kind == "no end-of-archive blocks":
         return gzip_as_exported(raw[:end])
+    if kind == "one end-of-archive block":  # zeros, but fewer than export writes
+        return gzip_as_exported(raw[: end + 512])
     raise AssertionError(kind)
 
 
@@ -192,6 +196,7 @@ FRAMING = {
     "gzip header": "gzip header gtcache does not write",
     "gzip trailer cut": "cut short",
     "gzip checksum": "its gzip checksum does not match",
+    "gzip size": "its gzip checksum does not match",
     "bytes after the gzip stream": "data after its gzip stream",
     "a second gzip member": "data after its gzip stream",
     "a member's mode": "has a tar header gtcache does not write",
@@ -199,6 +204,7 @@ FRAMING = {
     "data in a member's padding": "followed by data in its padding",
     "data after the archive's end": "data after the end of its archive",
     "no end-of-archive blocks": "cut short",
+    "one end-of-archive block": "fewer zeros after its last member",
 }
 
 
@@ -214,6 +220,68 @@ def test_a_signed_bundle_changed_outside_its_members_is_refused(
     line = refused_by_cli(target, bad, "--require-signature", env=cli_env(**ENV_KEY))
     assert FRAMING[kind] in line, line
     figures.add("security", f"signed bundle, {kind} changed (no member's content): refused", "yes")
+
+
+def test_bytes_after_a_gzip_stream_that_ends_on_a_read_boundary_are_refused(
+    target: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    """The gzip stream is read in chunks of ``_CHUNK`` after its 10-byte header: a stream that
+    ends exactly where a chunk ends leaves nothing after its trailer in that chunk, and what
+    follows it is found only by reading on (``cat bundle junk | gtcache import -`` reads whole
+    chunks too). A signed bundle made to end there, then one byte appended: refused; the
+    bundle itself: imported."""
+    import random
+
+    from gtcache.bundle import _CHUNK, _GZIP_HEADER
+
+    wanted = len(_GZIP_HEADER) + _CHUNK
+    data = random.Random(0).randbytes(_CHUNK)  # incompressible: the bundle grows with the payload
+    size, tried = _CHUNK - 4096, set()
+    for attempt in range(80):
+        source = gtcache.open_store(tmp_path / f"src-{attempt}")
+        source.publish(draft("big"), {"program.py": b"print(1)\n", "data.bin": data[:size]})
+        bundle = export_bundle(source, source.scan().entries, tmp_path / f"b-{attempt}.tar.gz", key=KEY).path
+        assert bundle is not None
+        length = bundle.stat().st_size
+        if length == wanted:
+            break
+        tried.add(size)
+        size += wanted - length
+        while size in tried:  # (deflate's block choices make the length jitter by a few bytes)
+            size += 1
+    else:
+        pytest.fail("no bundle ending exactly at a chunk's end was made")
+    extended = tmp_path / "extended.tar.gz"
+    extended.write_bytes(bundle.read_bytes() + b"x")
+    line = refused_by_cli(target, extended, "--require-signature", env=cli_env(**ENV_KEY))
+    assert "data after its gzip stream" in line, line
+    ok = run_cli(target, "import", str(bundle), "--require-signature", env=cli_env(**ENV_KEY))
+    assert ok.returncode == 0 and "Imported 1 entry" in ok.stdout, ok.stdout + ok.stderr
+
+
+def test_an_archive_whose_end_marker_straddles_a_record_is_imported(tmp_path: pathlib.Path) -> None:
+    """``tarfile`` pads the archive to a whole record (20 blocks) after its two zero blocks: when
+    the first zero block is a record's last, the end is the two blocks plus a whole further
+    record. The end check expects exactly what export writes, for every position of the end
+    (here the one where the two end blocks fall into two records) and refuses one zero more."""
+    for blocks in range(40):
+        source = gtcache.open_store(tmp_path / f"src-{blocks}")
+        source.publish(draft("sized"), {"program.py": b"p" * (512 * blocks + 1)})
+        bundle = export_bundle(source, source.scan().entries, tmp_path / f"b-{blocks}.tar.gz", key=KEY).path
+        assert bundle is not None
+        raw = zlib.decompress(bundle.read_bytes(), 31)
+        at = -(-len(raw.rstrip(b"\0")) // 512) * 512  # the end marker's first block
+        if at % tarfile.RECORDSIZE == tarfile.RECORDSIZE - 512:
+            break
+    else:
+        pytest.fail("no bundle with its end marker across two records was made")
+    assert len(raw) - at == 1024 + tarfile.RECORDSIZE - 512
+    report = import_bundle(gtcache.open_store(tmp_path / "dst"), bundle, key=KEY, require_signature=True)
+    assert len(report.imported) == 1
+    more = tmp_path / "more.tar.gz"
+    more.write_bytes(gzip_as_exported(raw + b"\0" * 512))
+    with pytest.raises(BundleError, match="more zeros after its last member"):
+        import_bundle(gtcache.open_store(tmp_path / "dst2"), more, key=KEY)
 
 
 class _Counting(io.BytesIO):
