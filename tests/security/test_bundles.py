@@ -165,12 +165,16 @@ def _framing_changed(data: bytes, kind: str) -> bytes:
         return data + b"trailing"
     if kind == "a second gzip member":
         return data + gzip_as_exported(b"\0" * 10240)
-    if kind == "a member's mode":  # the manifest's header: mode 4777, its checksum made right again
-        header = bytearray(raw[:512])
+    if kind in ("a member's mode", "the signature's mode", "an entry member's mode"):
+        # mode 4777 in a header (the manifest's, the signature's, the first entry file's), its checksum made right again
+        at = 0
+        for _ in range({"a member's mode": 0, "the signature's mode": 1, "an entry member's mode": 2}[kind]):
+            at += 512 + -(-int(raw[at + 124:at + 136].rstrip(b"\0 "), 8) // 512) * 512
+        header = bytearray(raw[at:at + 512])
         header[100:108] = b"0004777\0"
         header[148:156] = b" " * 8
         header[148:156] = f"{sum(header):06o}\0 ".encode()
-        return gzip_as_exported(bytes(header) + raw[512:])
+        return gzip_as_exported(raw[:at] + bytes(header) + raw[at + 512:])
     if kind == "a member's time no ustar header holds":  # GNU base-256: -1
         header = bytearray(raw[:512])
         header[136:148] = b"\xff" * 12
@@ -200,6 +204,8 @@ FRAMING = {
     "bytes after the gzip stream": "data after its gzip stream",
     "a second gzip member": "data after its gzip stream",
     "a member's mode": "has a tar header gtcache does not write",
+    "the signature's mode": "member 'signature' has a tar header gtcache does not write",
+    "an entry member's mode": "entry.json' has a tar header gtcache does not write",
     "a member's time no ustar header holds": "has a tar header gtcache does not write",
     "data in a member's padding": "followed by data in its padding",
     "data after the archive's end": "data after the end of its archive",
