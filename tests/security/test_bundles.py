@@ -150,6 +150,14 @@ def test_tampering_with_any_member_is_refused(
     figures.add("security", f"signed bundle, {kind} changed: refused", "yes")
 
 
+def _header_offset(raw: bytes, index: int) -> int:
+    """Where the tar header of member ``index`` (0: the manifest) starts in the archive ``raw``."""
+    at = 0
+    for _ in range(index):
+        at += 512 + -(-int(raw[at + 124:at + 136].rstrip(b"\0 "), 8) // 512) * 512
+    return at
+
+
 def _framing_changed(data: bytes, kind: str) -> bytes:
     """A signed bundle's bytes (as export wrote them) changed outside its members' contents."""
     raw = zlib.decompress(data, 31)
@@ -167,9 +175,7 @@ def _framing_changed(data: bytes, kind: str) -> bytes:
         return data + gzip_as_exported(b"\0" * 10240)
     if kind in ("a member's mode", "the signature's mode", "an entry member's mode"):
         # mode 4777 in a header (the manifest's, the signature's, the first entry file's), its checksum made right again
-        at = 0
-        for _ in range({"a member's mode": 0, "the signature's mode": 1, "an entry member's mode": 2}[kind]):
-            at += 512 + -(-int(raw[at + 124:at + 136].rstrip(b"\0 "), 8) // 512) * 512
+        at = _header_offset(raw, {"a member's mode": 0, "the signature's mode": 1, "an entry member's mode": 2}[kind])
         header = bytearray(raw[at:at + 512])
         header[100:108] = b"0004777\0"
         header[148:156] = b" " * 8
@@ -181,10 +187,12 @@ def _framing_changed(data: bytes, kind: str) -> bytes:
         header[148:156] = b" " * 8
         header[148:156] = f"{sum(header):06o}\0 ".encode()
         return gzip_as_exported(bytes(header) + raw[512:])
-    if kind == "data in a member's padding":  # the manifest's: its data does not fill its last block
-        size = int(raw[124:136].rstrip(b"\0 "), 8)
-        assert size % 512, "the manifest fills its blocks: no padding to write into"
-        return gzip_as_exported(raw[: 512 + size] + b"x" + raw[512 + size + 1:])
+    if kind in ("data in a member's padding", "data in an entry file's padding"):
+        # the manifest's, the first entry file's (after the signature): its data does not fill its last block
+        at = _header_offset(raw, 0 if kind == "data in a member's padding" else 2)
+        size = int(raw[at + 124:at + 136].rstrip(b"\0 "), 8)
+        assert size % 512, "the member fills its blocks: no padding to write into"
+        return gzip_as_exported(raw[: at + 512 + size] + b"x" + raw[at + 512 + size + 1:])
     end = len(raw.rstrip(b"\0"))  # the last member's data ends here (it is no zero)
     end = -(-end // 512) * 512
     if kind == "data after the archive's end":
@@ -208,6 +216,7 @@ FRAMING = {
     "an entry member's mode": "entry.json' has a tar header gtcache does not write",
     "a member's time no ustar header holds": "has a tar header gtcache does not write",
     "data in a member's padding": "followed by data in its padding",
+    "data in an entry file's padding": "entry.json' is followed by data in its padding",
     "data after the archive's end": "data after the end of its archive",
     "no end-of-archive blocks": "cut short",
     "one end-of-archive block": "fewer zeros after its last member",
