@@ -267,6 +267,35 @@ def test_a_signed_object_replayed_under_another_key_is_refused_unpublished(
     assert list((target.root / "tmp").iterdir()) == []
 
 
+def test_a_signed_object_of_more_entries_under_one_entrys_name_is_refused_unpublished(
+        redis_server: str, tmp_path: pathlib.Path) -> None:
+    """A signed bundle of two entries (A and B) put under A's name holds A, and B besides: it
+    is refused as the replayed one is, before anything is staged; neither A nor B published
+    (a check after the import would come too late: B would be in the store already)."""
+    import io
+
+    import redis
+
+    from gtcache import bundle
+    from gtcache.remote import entry_object
+    from tests.helpers import publish
+
+    signing = b"k" * 32
+    source = gtcache.open_store(tmp_path / "source", create=True)
+    a = publish(source, "progA", payload=b"print('A')\n")
+    b = publish(source, "progB", payload=b"print('B')\n")
+    out = io.BytesIO()
+    bundle.write_bundle(out, source, [source.get(a.key), source.get(b.key)], key=signing)
+    redis.Redis.from_url(redis_server).set("gtcache/" + entry_object(a.key), out.getvalue())
+    target = gtcache.open_store(tmp_path / "target", create=True)
+    remote = Remote(parse_remote(redis_server), key=signing)
+    with pytest.raises(RemoteError, match="replayed under another name"):
+        remote.fetch(target, a.key)
+    assert target.lookup(a.key) is None and target.lookup(b.key) is None  # nothing was published
+    assert remote.broken is None
+    assert list((target.root / "tmp").iterdir()) == []
+
+
 def test_a_signed_direct_link_replayed_under_another_direct_key_is_refused(
         redis_server: str, tmp_path: pathlib.Path) -> None:
     """A direct link serves a program without lowering it: its signature covers the direct key
