@@ -553,6 +553,57 @@ def test_a_manifest_claiming_more_than_the_total_limit_is_refused_before_staging
     assert not any((target / "tmp").iterdir()), "no staging left behind"
 
 
+def test_a_manifest_over_its_limit_is_refused_at_its_header(signed: pathlib.Path, target: pathlib.Path,
+                                                           tmp_path: pathlib.Path) -> None:
+    """``manifest.json`` is read into memory: a header claiming more than ``MAX_MANIFEST_SIZE``
+    is refused before a byte of it is read (the archive ends right after the header: reading
+    would fail differently)."""
+    from gtcache.bundle import MAX_MANIFEST_SIZE
+
+    raw = io.BytesIO()
+    huge = file_info("manifest.json", b"")
+    huge.size = MAX_MANIFEST_SIZE + 1
+    raw.write(huge.tobuf(tarfile.USTAR_FORMAT, "utf-8", "surrogateescape"))
+    raw.write(b"\0" * 4096)
+    out = tmp_path / "huge-manifest.tar.gz"
+    out.write_bytes(gzip_as_exported(raw.getvalue()))
+    line = refused_by_cli(target, out)
+    assert "'manifest.json' has 16.0 MiB, over the 16.0 MiB limit" in line, line
+
+
+def test_a_signature_longer_than_a_signature_is_refused(signed: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """The signature member is read into memory: one longer than a signature could be is
+    refused as none, with a key or without (without a key an unchecked signature would
+    otherwise pass, whatever its size)."""
+    members = read_members(signed)
+    manifest = members[0][1]
+    bad = build(tmp_path / "long-signature.tar.gz", payload(members), manifest=manifest,
+                signature=sign(KEY, manifest) * 4 + b"0")
+    for key in (KEY, None):
+        store = gtcache.open_store(tmp_path / f"dst-{key is None}")
+        with pytest.raises(BundleError, match="its 'signature' is not a signature"):
+            import_bundle(store, bad, key=key)
+        assert not list(store.root.glob("entries/*/*"))
+
+
+def test_a_record_listed_over_its_limit_is_refused_by_the_manifest(signed: pathlib.Path,
+                                                                  tmp_path: pathlib.Path) -> None:
+    """Each ``entry.json`` is read into memory when the entries are checked: the manifest
+    listing one of more than ``MAX_RECORD_SIZE`` refuses the bundle, before anything is staged
+    (the member itself is its true size: a refusal after staging would say otherwise)."""
+    from gtcache.bundle import MAX_RECORD_SIZE
+
+    body = payload(read_members(signed))
+    document = json.loads(manifest_for(body))
+    record = next(m for m in document["members"] if m["path"].endswith("/entry.json"))
+    record["size"] = MAX_RECORD_SIZE + 1
+    bundle = build(tmp_path / "big-record.tar.gz", body, manifest=json.dumps(document, indent=1).encode())
+    store = gtcache.open_store(tmp_path / "dst")
+    with pytest.raises(BundleError, match=re.escape(f"member '{record['path']}' has 4.0 MiB, over the 4.0 MiB limit")):
+        import_bundle(store, bundle)
+    assert not list(store.root.glob("entries/*/*")) and not any((store.root / "tmp").iterdir())
+
+
 def _import_peak_rss(tmp_path: pathlib.Path, size: int) -> int:
     """Peak resident memory of a ``gtcache import`` of a bundle with one ``size``-byte member."""
     zeros = tmp_path / f"zeros-{size}.bin"
