@@ -321,6 +321,30 @@ def test_a_signed_direct_link_replayed_under_another_direct_key_is_refused(
     assert remote.build_key_of(a) == build, "the link signed for A still serves A"
 
 
+def test_a_signed_direct_link_re_pointed_at_another_build_is_refused(
+        redis_server: str, tmp_path: pathlib.Path) -> None:
+    """The link's signature covers its build key: A's link (A -> X), its "build" field
+    rewritten to Y and its signature kept, would serve A's program Y's build (a program
+    compiled by the key's holder, but another one). Refused; the true link still serves."""
+    import redis
+
+    from gtcache.remote import direct_object
+
+    signing = b"k" * 32
+    remote = Remote(parse_remote(f"{redis_server}?mode=read-write"), key=signing)
+    a, build, other = "ab" * 16, "ef" * 16, "12" * 16
+    remote.push_direct(a, build)
+    client = redis.Redis.from_url(redis_server)
+    true_link = client.get("gtcache/" + direct_object(a))
+    link = json.loads(true_link)
+    client.set("gtcache/" + direct_object(a), json.dumps({**link, "build": other}, sort_keys=True).encode())
+    with pytest.raises(RemoteError, match="has a wrong or no signature"):
+        remote.build_key_of(a)
+    assert remote.broken is None
+    client.set("gtcache/" + direct_object(a), true_link)
+    assert remote.build_key_of(a) == build
+
+
 BAD_URLS = ["redis://cache:99999/0", "redis://cache:port/0", "http://[::1/base", "http://[not-v6]/base",
             "https://alice:pw-secret@cache:70000/base"]
 
