@@ -426,8 +426,10 @@ def hostile(kind: str, members: list[Member], tmp_path: pathlib.Path) -> list[Me
     folder = entry_json.rsplit("/", 1)[0]
     if kind == "duplicate":
         return [*members, members[-1]]
+    key = folder.rsplit("/", 1)[1]
     names = {"traversal": "entries/../../evil", "deep traversal": f"{folder}/../../../../evil",
-             "absolute": f"{tmp_path}/evil", "backslash": f"{folder}\\..\\evil"}
+             "absolute": f"{tmp_path}/evil", "backslash": f"{folder}\\..\\evil",
+             "another shard": f"entries/{'00' if key[:2] != '00' else '11'}/{key}/evil"}
     if kind in names:
         return [*members, (file_info(names[kind], b"evil"), b"evil")]
     info = tarfile.TarInfo(f"{folder}/extra.so")
@@ -449,6 +451,7 @@ HOSTILE = {
     "deep traversal": "not a canonical name",
     "absolute": "not a canonical name",
     "backslash": "not a canonical name",
+    "another shard": "not a canonical name",  # entries/<k2>/<key>: k2 is the key's first two digits
     "symlink": "is a symbolic link, not a regular file",
     "hardlink": "is a hard link, not a regular file",
     "device": "is a device, not a regular file",
