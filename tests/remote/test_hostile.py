@@ -345,6 +345,28 @@ def test_a_signed_direct_link_re_pointed_at_another_build_is_refused(
     assert remote.build_key_of(a) == build
 
 
+@pytest.mark.parametrize("damage", ["another direct key", "a build that is no key"])
+def test_a_direct_link_from_a_trusted_remote_is_still_checked(damage: str, redis_server: str) -> None:
+    """Without a key (``?trusted=1``) nothing signs a link, but it is still checked: it must
+    name the direct key it is stored under, and a build key (which names the object fetched
+    next and the entry folder published)."""
+    import redis
+
+    from gtcache.remote import direct_object
+
+    remote = Remote(parse_remote(f"{redis_server}?trusted=1"), key=None)
+    a, b, build = "ab" * 16, "cd" * 16, "ef" * 16
+    link = {"format": 1, "direct": a, "build": build}
+    if damage == "another direct key":
+        link["direct"] = b
+    else:
+        link["build"] = "../../" + build
+    redis.Redis.from_url(redis_server).set("gtcache/" + direct_object(a), json.dumps(link).encode())
+    with pytest.raises(RemoteError, match="is not a direct link"):
+        remote.build_key_of(a)
+    assert remote.broken is None
+
+
 BAD_URLS = ["redis://cache:99999/0", "redis://cache:port/0", "http://[::1/base", "http://[not-v6]/base",
             "https://alice:pw-secret@cache:70000/base"]
 
