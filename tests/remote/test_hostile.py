@@ -367,6 +367,23 @@ def test_a_direct_link_from_a_trusted_remote_is_still_checked(damage: str, redis
     assert remote.broken is None
 
 
+def test_a_direct_link_is_read_only_up_to_its_own_limit(redis_server: str) -> None:
+    """A direct link is a few hundred bytes: one over 4 KiB is refused from its size, never
+    read (not the entry's ``max_size``); the remote stays in use."""
+    import redis
+
+    from gtcache.remote import direct_object
+
+    client = redis.Redis.from_url(redis_server)
+    a, b = "ab" * 16, "cd" * 16
+    client.set("gtcache/" + direct_object(a), b" " * 4097)
+    remote = Remote(parse_remote(redis_server), key=b"k" * 32)
+    with pytest.raises(RemoteError, match="has 4097 bytes, over the 4096 limit"):
+        remote.build_key_of(a)
+    assert remote.broken is None
+    assert remote.build_key_of(b) is None
+
+
 BAD_URLS = ["redis://cache:99999/0", "redis://cache:port/0", "http://[::1/base", "http://[not-v6]/base",
             "https://alice:pw-secret@cache:70000/base"]
 
