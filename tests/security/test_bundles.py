@@ -497,6 +497,51 @@ def test_members_missing_or_unlisted_are_refused(signed: pathlib.Path, tmp_path:
     assert not list(store.root.glob("entries/*/*"))
 
 
+def test_a_manifest_or_record_that_disagrees_with_the_members_is_refused(signed: pathlib.Path,
+                                                                         tmp_path: pathlib.Path) -> None:
+    """What the manifest lists and each record lists must be what the archive holds, no more:
+    a file listed and sent for an entry whose record does not name it, a record naming another
+    key than the folder it comes in (it would be published at that key: a bundle named after
+    one entry would bring another), a record whose checksum is not its file's, a member listed twice, a manifest with a field of its own.
+    Each refused, nothing published."""
+    body = payload(read_members(signed))
+    folder = body[0][0].name.rsplit("/", 1)[0]
+    extra = [*body, (file_info(f"{folder}/extra.so", b"\x7fELF"), b"\x7fELF")]
+    twice = json.loads(manifest_for(body))
+    twice["members"].append(twice["members"][-1])
+    field = json.loads(manifest_for(body)) | {"note": "x"}
+    records = [(i, d) for i, d in body if i.name.endswith("/entry.json")]
+    (first, _), (_, second) = records[0], records[1]  # the second entry's record under the first's name
+    swapped = [(file_info(first.name, second), second) if i.name == first.name else (i, d) for i, d in body]
+
+    def wrong_checksum(record: dict) -> None:
+        record["files"][0]["xxh3"] = "0" * 32
+
+    misrecorded = edit(body, lambda n: n == first.name, lambda d: rewrite_record(d, wrong_checksum))
+    cases = {
+        "has other files than its record lists": build(tmp_path / "extra.tar.gz", extra),
+        "does not match its record's checksum": build(tmp_path / "misrecorded.tar.gz", misrecorded),
+        f"the record of entry '{first.name.split('/')[2]}' names key '{records[1][0].name.split('/')[2]}'":
+            build(tmp_path / "swapped.tar.gz", swapped),
+        f"lists member '{body[-1][0].name}' twice": build(tmp_path / "twice.tar.gz", body,
+                                                          manifest=json.dumps(twice).encode()),
+        "'manifest.json' has fields": build(tmp_path / "field.tar.gz", body, manifest=json.dumps(field).encode()),
+    }
+    for reason, bundle in cases.items():
+        store = gtcache.open_store(tmp_path / "dst")
+        with pytest.raises(BundleError, match=re.escape(reason)):
+            import_bundle(store, bundle)
+        assert not list(store.root.glob("entries/*/*")), reason
+
+
+def test_an_import_into_a_read_only_store_is_refused(signed: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    root = tmp_path / "dst"
+    gtcache.open_store(root)
+    with pytest.raises(BundleError, match="is read-only; cannot import into it"):
+        import_bundle(gtcache.open_store(root, read_only=True), signed, key=KEY)
+    assert not list(root.glob("entries/*/*")) and not list((root / "tmp").iterdir())
+
+
 def test_extension_headers_are_refused_before_their_contents_are_read(signed: pathlib.Path,
                                                                      tmp_path: pathlib.Path) -> None:
     body = payload(read_members(signed))
