@@ -181,6 +181,13 @@ def _framing_changed(data: bytes, kind: str) -> bytes:
         header[148:156] = b" " * 8
         header[148:156] = f"{sum(header):06o}\0 ".encode()
         return gzip_as_exported(raw[:at] + bytes(header) + raw[at + 512:])
+    if kind == "an entry member's time":  # another time than the manifest's (each one a valid ustar time)
+        at = _header_offset(raw, 2)
+        header = bytearray(raw[at:at + 512])
+        header[136:148] = b"00000000001\0"
+        header[148:156] = b" " * 8
+        header[148:156] = f"{sum(header):06o}\0 ".encode()
+        return gzip_as_exported(raw[:at] + bytes(header) + raw[at + 512:])
     if kind == "a member's time no ustar header holds":  # GNU base-256: -1
         header = bytearray(raw[:512])
         header[136:148] = b"\xff" * 12
@@ -215,6 +222,7 @@ FRAMING = {
     "the signature's mode": "member 'signature' has a tar header gtcache does not write",
     "an entry member's mode": "entry.json' has a tar header gtcache does not write",
     "a member's time no ustar header holds": "has a tar header gtcache does not write",
+    "an entry member's time": "entry.json' has a tar header gtcache does not write",
     "data in a member's padding": "followed by data in its padding",
     "data in an entry file's padding": "entry.json' is followed by data in its padding",
     "data after the archive's end": "data after the end of its archive",
