@@ -371,3 +371,18 @@ def test_a_broken_entry_is_not_pushed(redis_server: str, tmp_path: pathlib.Path)
     assert client.get("gtcache/" + entry_object(entry.key)) is None
     assert client.get("gtcache/" + info_object(entry.key)) is None
     assert remote.broken is None
+
+
+def test_an_entry_for_another_toolchain_is_not_fetched(redis_server: str, tmp_path: pathlib.Path) -> None:
+    """``fetch`` is False for an entry the remote holds for another gt4py (skipped, not
+    published): the caller compiles, rather than look for an entry that is not there."""
+    source = gtcache.open_store(tmp_path / "source")
+    entry = publish(source, "alpha")
+    remote = Remote(parse_remote(f"{redis_server}?mode=read-write"), key=KEY.encode())
+    assert remote.push(source, entry.key)
+    target = gtcache.open_store(tmp_path / "target")
+    assert remote.fetch(target, entry.key, facts={"gt4py": "9.9.9"}) is False
+    assert target.lookup(entry.key) is None
+    report = remote.fetch_report(target, entry.key, facts={"gt4py": "9.9.9"})
+    assert report is not None and list(report.skipped) == [entry.key] and "gt4py" in report.skipped[entry.key]
+    assert remote.fetch(target, entry.key) is True and target.lookup(entry.key) is not None
