@@ -267,6 +267,35 @@ def test_a_signed_object_replayed_under_another_key_is_refused_unpublished(
     assert list((target.root / "tmp").iterdir()) == []
 
 
+def test_a_signed_object_of_more_entries_under_one_entrys_name_is_refused_unpublished(
+        redis_server: str, tmp_path: pathlib.Path) -> None:
+    """A signed bundle of two entries (A and B) put under A's name holds A, and B besides: it
+    is refused as the replayed one is, before anything is staged; neither A nor B published
+    (a check after the import would come too late: B would be in the store already)."""
+    import io
+
+    import redis
+
+    from gtcache import bundle
+    from gtcache.remote import entry_object
+    from tests.helpers import publish
+
+    signing = b"k" * 32
+    source = gtcache.open_store(tmp_path / "source", create=True)
+    a = publish(source, "progA", payload=b"print('A')\n")
+    b = publish(source, "progB", payload=b"print('B')\n")
+    out = io.BytesIO()
+    bundle.write_bundle(out, source, [source.get(a.key), source.get(b.key)], key=signing)
+    redis.Redis.from_url(redis_server).set("gtcache/" + entry_object(a.key), out.getvalue())
+    target = gtcache.open_store(tmp_path / "target", create=True)
+    remote = Remote(parse_remote(redis_server), key=signing)
+    with pytest.raises(RemoteError, match="replayed under another name"):
+        remote.fetch(target, a.key)
+    assert target.lookup(a.key) is None and target.lookup(b.key) is None  # nothing was published
+    assert remote.broken is None
+    assert list((target.root / "tmp").iterdir()) == []
+
+
 def test_a_signed_direct_link_replayed_under_another_direct_key_is_refused(
         redis_server: str, tmp_path: pathlib.Path) -> None:
     """A direct link serves a program without lowering it: its signature covers the direct key
@@ -290,6 +319,69 @@ def test_a_signed_direct_link_replayed_under_another_direct_key_is_refused(
         remote.build_key_of(b)
     assert remote.broken is None  # a refused object is not a broken remote
     assert remote.build_key_of(a) == build, "the link signed for A still serves A"
+
+
+def test_a_signed_direct_link_re_pointed_at_another_build_is_refused(
+        redis_server: str, tmp_path: pathlib.Path) -> None:
+    """The link's signature covers its build key: A's link (A -> X), its "build" field
+    rewritten to Y and its signature kept, would serve A's program Y's build (a program
+    compiled by the key's holder, but another one). Refused; the true link still serves."""
+    import redis
+
+    from gtcache.remote import direct_object
+
+    signing = b"k" * 32
+    remote = Remote(parse_remote(f"{redis_server}?mode=read-write"), key=signing)
+    a, build, other = "ab" * 16, "ef" * 16, "12" * 16
+    remote.push_direct(a, build)
+    client = redis.Redis.from_url(redis_server)
+    true_link = client.get("gtcache/" + direct_object(a))
+    link = json.loads(true_link)
+    client.set("gtcache/" + direct_object(a), json.dumps({**link, "build": other}, sort_keys=True).encode())
+    with pytest.raises(RemoteError, match="has a wrong or no signature"):
+        remote.build_key_of(a)
+    assert remote.broken is None
+    client.set("gtcache/" + direct_object(a), true_link)
+    assert remote.build_key_of(a) == build
+
+
+@pytest.mark.parametrize("damage", ["another direct key", "a build that is no key"])
+def test_a_direct_link_from_a_trusted_remote_is_still_checked(damage: str, redis_server: str) -> None:
+    """Without a key (``?trusted=1``) nothing signs a link, but it is still checked: it must
+    name the direct key it is stored under, and a build key (which names the object fetched
+    next and the entry folder published)."""
+    import redis
+
+    from gtcache.remote import direct_object
+
+    remote = Remote(parse_remote(f"{redis_server}?trusted=1"), key=None)
+    a, b, build = "ab" * 16, "cd" * 16, "ef" * 16
+    link = {"format": 1, "direct": a, "build": build}
+    if damage == "another direct key":
+        link["direct"] = b
+    else:
+        link["build"] = "../../" + build
+    redis.Redis.from_url(redis_server).set("gtcache/" + direct_object(a), json.dumps(link).encode())
+    with pytest.raises(RemoteError, match="is not a direct link"):
+        remote.build_key_of(a)
+    assert remote.broken is None
+
+
+def test_a_direct_link_is_read_only_up_to_its_own_limit(redis_server: str) -> None:
+    """A direct link is a few hundred bytes: one over 4 KiB is refused from its size, never
+    read (not the entry's ``max_size``); the remote stays in use."""
+    import redis
+
+    from gtcache.remote import direct_object
+
+    client = redis.Redis.from_url(redis_server)
+    a, b = "ab" * 16, "cd" * 16
+    client.set("gtcache/" + direct_object(a), b" " * 4097)
+    remote = Remote(parse_remote(redis_server), key=b"k" * 32)
+    with pytest.raises(RemoteError, match="has 4097 bytes, over the 4096 limit"):
+        remote.build_key_of(a)
+    assert remote.broken is None
+    assert remote.build_key_of(b) is None
 
 
 BAD_URLS = ["redis://cache:99999/0", "redis://cache:port/0", "http://[::1/base", "http://[not-v6]/base",

@@ -350,3 +350,39 @@ def test_push_completes_keys_and_program_names(tmp_path: pathlib.Path) -> None:
            "COMP_CWORD": "4"}
     result = CliRunner().invoke(cli, [], env=env, prog_name="gtcache")
     assert "alpha" in [line.split(",", 1)[1] for line in result.output.splitlines() if "," in line], result.output
+
+
+def test_a_broken_entry_is_not_pushed(redis_server: str, tmp_path: pathlib.Path) -> None:
+    """An entry whose file no longer matches its record is refused by push, naming why, and
+    nothing is put on the remote (no empty bundle named after it, no info object)."""
+    import redis
+
+    from gtcache.remote import RemoteError, entry_object, info_object
+
+    store = gtcache.open_store(tmp_path / "source")
+    entry = publish(store, "alpha", payload=b"print('alpha')\n")
+    program = entry.path / "program.py"
+    program.chmod(0o644)
+    program.write_bytes(b"print('ALPHA')\n")  # the same size: only its checksum tells
+    remote = Remote(parse_remote(f"{redis_server}?mode=read-write"), key=KEY.encode())
+    with pytest.raises(RemoteError, match=f"Entry '{entry.key}' is broken and was not pushed"):
+        remote.push(store, entry.key)
+    client = redis.Redis.from_url(redis_server)
+    assert client.get("gtcache/" + entry_object(entry.key)) is None
+    assert client.get("gtcache/" + info_object(entry.key)) is None
+    assert remote.broken is None
+
+
+def test_an_entry_for_another_toolchain_is_not_fetched(redis_server: str, tmp_path: pathlib.Path) -> None:
+    """``fetch`` is False for an entry the remote holds for another gt4py (skipped, not
+    published): the caller compiles, rather than look for an entry that is not there."""
+    source = gtcache.open_store(tmp_path / "source")
+    entry = publish(source, "alpha")
+    remote = Remote(parse_remote(f"{redis_server}?mode=read-write"), key=KEY.encode())
+    assert remote.push(source, entry.key)
+    target = gtcache.open_store(tmp_path / "target")
+    assert remote.fetch(target, entry.key, facts={"gt4py": "9.9.9"}) is False
+    assert target.lookup(entry.key) is None
+    report = remote.fetch_report(target, entry.key, facts={"gt4py": "9.9.9"})
+    assert report is not None and list(report.skipped) == [entry.key] and "gt4py" in report.skipped[entry.key]
+    assert remote.fetch(target, entry.key) is True and target.lookup(entry.key) is not None

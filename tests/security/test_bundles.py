@@ -150,6 +150,14 @@ def test_tampering_with_any_member_is_refused(
     figures.add("security", f"signed bundle, {kind} changed: refused", "yes")
 
 
+def _header_offset(raw: bytes, index: int) -> int:
+    """Where the tar header of member ``index`` (0: the manifest) starts in the archive ``raw``."""
+    at = 0
+    for _ in range(index):
+        at += 512 + -(-int(raw[at + 124:at + 136].rstrip(b"\0 "), 8) // 512) * 512
+    return at
+
+
 def _framing_changed(data: bytes, kind: str) -> bytes:
     """A signed bundle's bytes (as export wrote them) changed outside its members' contents."""
     raw = zlib.decompress(data, 31)
@@ -159,32 +167,47 @@ def _framing_changed(data: bytes, kind: str) -> bytes:
         return data[:-8]
     if kind == "gzip checksum":
         return data[:-8] + bytes([data[-8] ^ 1]) + data[-7:]
+    if kind == "gzip size":  # ISIZE, the trailer's last 4 bytes (the CRC-32 left right)
+        return data[:-4] + bytes([data[-4] ^ 1]) + data[-3:]
     if kind == "bytes after the gzip stream":
         return data + b"trailing"
     if kind == "a second gzip member":
         return data + gzip_as_exported(b"\0" * 10240)
-    if kind == "a member's mode":  # the manifest's header: mode 4777, its checksum made right again
-        header = bytearray(raw[:512])
+    if kind in ("a member's mode", "the signature's mode", "an entry member's mode"):
+        # mode 4777 in a header (the manifest's, the signature's, the first entry file's), its checksum made right again
+        at = _header_offset(raw, {"a member's mode": 0, "the signature's mode": 1, "an entry member's mode": 2}[kind])
+        header = bytearray(raw[at:at + 512])
         header[100:108] = b"0004777\0"
         header[148:156] = b" " * 8
         header[148:156] = f"{sum(header):06o}\0 ".encode()
-        return gzip_as_exported(bytes(header) + raw[512:])
+        return gzip_as_exported(raw[:at] + bytes(header) + raw[at + 512:])
+    if kind == "an entry member's time":  # another time than the manifest's (each one a valid ustar time)
+        at = _header_offset(raw, 2)
+        header = bytearray(raw[at:at + 512])
+        header[136:148] = b"00000000001\0"
+        header[148:156] = b" " * 8
+        header[148:156] = f"{sum(header):06o}\0 ".encode()
+        return gzip_as_exported(raw[:at] + bytes(header) + raw[at + 512:])
     if kind == "a member's time no ustar header holds":  # GNU base-256: -1
         header = bytearray(raw[:512])
         header[136:148] = b"\xff" * 12
         header[148:156] = b" " * 8
         header[148:156] = f"{sum(header):06o}\0 ".encode()
         return gzip_as_exported(bytes(header) + raw[512:])
-    if kind == "data in a member's padding":  # the manifest's: its data does not fill its last block
-        size = int(raw[124:136].rstrip(b"\0 "), 8)
-        assert size % 512, "the manifest fills its blocks: no padding to write into"
-        return gzip_as_exported(raw[: 512 + size] + b"x" + raw[512 + size + 1:])
+    if kind in ("data in a member's padding", "data in an entry file's padding"):
+        # the manifest's, the first entry file's (after the signature): its data does not fill its last block
+        at = _header_offset(raw, 0 if kind == "data in a member's padding" else 2)
+        size = int(raw[at + 124:at + 136].rstrip(b"\0 "), 8)
+        assert size % 512, "the member fills its blocks: no padding to write into"
+        return gzip_as_exported(raw[: at + 512 + size] + b"x" + raw[at + 512 + size + 1:])
     end = len(raw.rstrip(b"\0"))  # the last member's data ends here (it is no zero)
     end = -(-end // 512) * 512
     if kind == "data after the archive's end":
         return gzip_as_exported(raw[: end + 1024] + b"x" + raw[end + 1025:])
     if kind == "no end-of-archive blocks":
         return gzip_as_exported(raw[:end])
+    if kind == "one end-of-archive block":  # zeros, but fewer than export writes
+        return gzip_as_exported(raw[: end + 512])
     raise AssertionError(kind)
 
 
@@ -192,13 +215,19 @@ FRAMING = {
     "gzip header": "gzip header gtcache does not write",
     "gzip trailer cut": "cut short",
     "gzip checksum": "its gzip checksum does not match",
+    "gzip size": "its gzip checksum does not match",
     "bytes after the gzip stream": "data after its gzip stream",
     "a second gzip member": "data after its gzip stream",
     "a member's mode": "has a tar header gtcache does not write",
+    "the signature's mode": "member 'signature' has a tar header gtcache does not write",
+    "an entry member's mode": "entry.json' has a tar header gtcache does not write",
     "a member's time no ustar header holds": "has a tar header gtcache does not write",
+    "an entry member's time": "entry.json' has a tar header gtcache does not write",
     "data in a member's padding": "followed by data in its padding",
+    "data in an entry file's padding": "entry.json' is followed by data in its padding",
     "data after the archive's end": "data after the end of its archive",
     "no end-of-archive blocks": "cut short",
+    "one end-of-archive block": "fewer zeros after its last member",
 }
 
 
@@ -214,6 +243,73 @@ def test_a_signed_bundle_changed_outside_its_members_is_refused(
     line = refused_by_cli(target, bad, "--require-signature", env=cli_env(**ENV_KEY))
     assert FRAMING[kind] in line, line
     figures.add("security", f"signed bundle, {kind} changed (no member's content): refused", "yes")
+
+
+def test_bytes_after_a_gzip_stream_that_ends_on_a_read_boundary_are_refused(
+    target: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    """The gzip stream is read in chunks of ``_CHUNK`` after its 10-byte header: a stream that
+    ends exactly where a chunk ends leaves nothing after its trailer in that chunk, and what
+    follows it is found only by reading on (``cat bundle junk | gtcache import -`` reads whole
+    chunks too). A signed bundle made to end there, then one byte appended: refused; the
+    bundle itself: imported."""
+    import random
+
+    from gtcache.bundle import _CHUNK, _GZIP_HEADER
+
+    wanted = len(_GZIP_HEADER) + _CHUNK
+    data = random.Random(0).randbytes(_CHUNK)  # incompressible: the bundle grows with the payload
+    # Each entry's record (its time of creation) compresses a few bytes differently, and so
+    # does each member time (``SOURCE_DATE_EPOCH``): aimed at the length wanted, some try hits it.
+    size, bundle = _CHUNK - 4096, None
+    for attempt in range(100):
+        source = gtcache.open_store(tmp_path / f"src-{attempt}")
+        source.publish(draft("big"), {"program.py": b"print(1)\n", "data.bin": data[:size]})
+        lengths = []
+        for mtime in range(0, 8 << 20, 1 << 20):
+            made = export_bundle(source, source.scan().entries, tmp_path / "b.tar.gz", key=KEY, mtime=mtime,
+                                 force=True).path
+            assert made is not None
+            lengths.append(made.stat().st_size)
+            if lengths[-1] == wanted:
+                bundle = made
+                break
+        if bundle is not None:
+            break
+        size += wanted - lengths[0]
+    else:
+        pytest.fail("no bundle ending exactly at a chunk's end was made")
+    extended = tmp_path / "extended.tar.gz"
+    extended.write_bytes(bundle.read_bytes() + b"x")
+    line = refused_by_cli(target, extended, "--require-signature", env=cli_env(**ENV_KEY))
+    assert "data after its gzip stream" in line, line
+    ok = run_cli(target, "import", str(bundle), "--require-signature", env=cli_env(**ENV_KEY))
+    assert ok.returncode == 0 and "Imported 1 entry" in ok.stdout, ok.stdout + ok.stderr
+
+
+def test_an_archive_whose_end_marker_straddles_a_record_is_imported(tmp_path: pathlib.Path) -> None:
+    """``tarfile`` pads the archive to a whole record (20 blocks) after its two zero blocks: when
+    the first zero block is a record's last, the end is the two blocks plus a whole further
+    record. The end check expects exactly what export writes, for every position of the end
+    (here the one where the two end blocks fall into two records) and refuses one zero more."""
+    for blocks in range(40):
+        source = gtcache.open_store(tmp_path / f"src-{blocks}")
+        source.publish(draft("sized"), {"program.py": b"p" * (512 * blocks + 1)})
+        bundle = export_bundle(source, source.scan().entries, tmp_path / f"b-{blocks}.tar.gz", key=KEY).path
+        assert bundle is not None
+        raw = zlib.decompress(bundle.read_bytes(), 31)
+        at = -(-len(raw.rstrip(b"\0")) // 512) * 512  # the end marker's first block
+        if at % tarfile.RECORDSIZE == tarfile.RECORDSIZE - 512:
+            break
+    else:
+        pytest.fail("no bundle with its end marker across two records was made")
+    assert len(raw) - at == 1024 + tarfile.RECORDSIZE - 512
+    report = import_bundle(gtcache.open_store(tmp_path / "dst"), bundle, key=KEY, require_signature=True)
+    assert len(report.imported) == 1
+    more = tmp_path / "more.tar.gz"
+    more.write_bytes(gzip_as_exported(raw + b"\0" * 512))
+    with pytest.raises(BundleError, match="more zeros after its last member"):
+        import_bundle(gtcache.open_store(tmp_path / "dst2"), more, key=KEY)
 
 
 class _Counting(io.BytesIO):
@@ -338,8 +434,10 @@ def hostile(kind: str, members: list[Member], tmp_path: pathlib.Path) -> list[Me
     folder = entry_json.rsplit("/", 1)[0]
     if kind == "duplicate":
         return [*members, members[-1]]
+    key = folder.rsplit("/", 1)[1]
     names = {"traversal": "entries/../../evil", "deep traversal": f"{folder}/../../../../evil",
-             "absolute": f"{tmp_path}/evil", "backslash": f"{folder}\\..\\evil"}
+             "absolute": f"{tmp_path}/evil", "backslash": f"{folder}\\..\\evil",
+             "another shard": f"entries/{'00' if key[:2] != '00' else '11'}/{key}/evil"}
     if kind in names:
         return [*members, (file_info(names[kind], b"evil"), b"evil")]
     info = tarfile.TarInfo(f"{folder}/extra.so")
@@ -361,6 +459,7 @@ HOSTILE = {
     "deep traversal": "not a canonical name",
     "absolute": "not a canonical name",
     "backslash": "not a canonical name",
+    "another shard": "not a canonical name",  # entries/<k2>/<key>: k2 is the key's first two digits
     "symlink": "is a symbolic link, not a regular file",
     "hardlink": "is a hard link, not a regular file",
     "device": "is a device, not a regular file",
@@ -404,6 +503,51 @@ def test_members_missing_or_unlisted_are_refused(signed: pathlib.Path, tmp_path:
     with pytest.raises(BundleError, match="second 'signature'"):
         import_bundle(store, signature_late)
     assert not list(store.root.glob("entries/*/*"))
+
+
+def test_a_manifest_or_record_that_disagrees_with_the_members_is_refused(signed: pathlib.Path,
+                                                                         tmp_path: pathlib.Path) -> None:
+    """What the manifest lists and each record lists must be what the archive holds, no more:
+    a file listed and sent for an entry whose record does not name it, a record naming another
+    key than the folder it comes in (it would be published at that key: a bundle named after
+    one entry would bring another), a record whose checksum is not its file's, a member listed twice, a manifest with a field of its own.
+    Each refused, nothing published."""
+    body = payload(read_members(signed))
+    folder = body[0][0].name.rsplit("/", 1)[0]
+    extra = [*body, (file_info(f"{folder}/extra.so", b"\x7fELF"), b"\x7fELF")]
+    twice = json.loads(manifest_for(body))
+    twice["members"].append(twice["members"][-1])
+    field = json.loads(manifest_for(body)) | {"note": "x"}
+    records = [(i, d) for i, d in body if i.name.endswith("/entry.json")]
+    (first, _), (_, second) = records[0], records[1]  # the second entry's record under the first's name
+    swapped = [(file_info(first.name, second), second) if i.name == first.name else (i, d) for i, d in body]
+
+    def wrong_checksum(record: dict) -> None:
+        record["files"][0]["xxh3"] = "0" * 32
+
+    misrecorded = edit(body, lambda n: n == first.name, lambda d: rewrite_record(d, wrong_checksum))
+    cases = {
+        "has other files than its record lists": build(tmp_path / "extra.tar.gz", extra),
+        "does not match its record's checksum": build(tmp_path / "misrecorded.tar.gz", misrecorded),
+        f"the record of entry '{first.name.split('/')[2]}' names key '{records[1][0].name.split('/')[2]}'":
+            build(tmp_path / "swapped.tar.gz", swapped),
+        f"lists member '{body[-1][0].name}' twice": build(tmp_path / "twice.tar.gz", body,
+                                                          manifest=json.dumps(twice).encode()),
+        "'manifest.json' has fields": build(tmp_path / "field.tar.gz", body, manifest=json.dumps(field).encode()),
+    }
+    for reason, bundle in cases.items():
+        store = gtcache.open_store(tmp_path / "dst")
+        with pytest.raises(BundleError, match=re.escape(reason)):
+            import_bundle(store, bundle)
+        assert not list(store.root.glob("entries/*/*")), reason
+
+
+def test_an_import_into_a_read_only_store_is_refused(signed: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    root = tmp_path / "dst"
+    gtcache.open_store(root)
+    with pytest.raises(BundleError, match="is read-only; cannot import into it"):
+        import_bundle(gtcache.open_store(root, read_only=True), signed, key=KEY)
+    assert not list(root.glob("entries/*/*")) and not list((root / "tmp").iterdir())
 
 
 def test_extension_headers_are_refused_before_their_contents_are_read(signed: pathlib.Path,
@@ -468,6 +612,57 @@ def test_a_manifest_claiming_more_than_the_total_limit_is_refused_before_staging
         import_bundle(gtcache.open_store(target), bundle)
     assert files(target) == before, "no entry imported, none changed"
     assert not any((target / "tmp").iterdir()), "no staging left behind"
+
+
+def test_a_manifest_over_its_limit_is_refused_at_its_header(signed: pathlib.Path, target: pathlib.Path,
+                                                           tmp_path: pathlib.Path) -> None:
+    """``manifest.json`` is read into memory: a header claiming more than ``MAX_MANIFEST_SIZE``
+    is refused before a byte of it is read (the archive ends right after the header: reading
+    would fail differently)."""
+    from gtcache.bundle import MAX_MANIFEST_SIZE
+
+    raw = io.BytesIO()
+    huge = file_info("manifest.json", b"")
+    huge.size = MAX_MANIFEST_SIZE + 1
+    raw.write(huge.tobuf(tarfile.USTAR_FORMAT, "utf-8", "surrogateescape"))
+    raw.write(b"\0" * 4096)
+    out = tmp_path / "huge-manifest.tar.gz"
+    out.write_bytes(gzip_as_exported(raw.getvalue()))
+    line = refused_by_cli(target, out)
+    assert "'manifest.json' has 16.0 MiB, over the 16.0 MiB limit" in line, line
+
+
+def test_a_signature_longer_than_a_signature_is_refused(signed: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """The signature member is read into memory: one longer than a signature could be is
+    refused as none, with a key or without (without a key an unchecked signature would
+    otherwise pass, whatever its size)."""
+    members = read_members(signed)
+    manifest = members[0][1]
+    bad = build(tmp_path / "long-signature.tar.gz", payload(members), manifest=manifest,
+                signature=sign(KEY, manifest) * 4 + b"0")
+    for key in (KEY, None):
+        store = gtcache.open_store(tmp_path / f"dst-{key is None}")
+        with pytest.raises(BundleError, match="its 'signature' is not a signature"):
+            import_bundle(store, bad, key=key)
+        assert not list(store.root.glob("entries/*/*"))
+
+
+def test_a_record_listed_over_its_limit_is_refused_by_the_manifest(signed: pathlib.Path,
+                                                                  tmp_path: pathlib.Path) -> None:
+    """Each ``entry.json`` is read into memory when the entries are checked: the manifest
+    listing one of more than ``MAX_RECORD_SIZE`` refuses the bundle, before anything is staged
+    (the member itself is its true size: a refusal after staging would say otherwise)."""
+    from gtcache.bundle import MAX_RECORD_SIZE
+
+    body = payload(read_members(signed))
+    document = json.loads(manifest_for(body))
+    record = next(m for m in document["members"] if m["path"].endswith("/entry.json"))
+    record["size"] = MAX_RECORD_SIZE + 1
+    bundle = build(tmp_path / "big-record.tar.gz", body, manifest=json.dumps(document, indent=1).encode())
+    store = gtcache.open_store(tmp_path / "dst")
+    with pytest.raises(BundleError, match=re.escape(f"member '{record['path']}' has 4.0 MiB, over the 4.0 MiB limit")):
+        import_bundle(store, bundle)
+    assert not list(store.root.glob("entries/*/*")) and not any((store.root / "tmp").iterdir())
 
 
 def _import_peak_rss(tmp_path: pathlib.Path, size: int) -> int:
