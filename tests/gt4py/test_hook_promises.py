@@ -16,7 +16,8 @@ import textwrap
 
 import pytest
 
-from tests.helpers import expected, pythonpath, statuses, write_project
+import gtcache
+from tests.helpers import expected, pythonpath, run_project, statuses, write_project
 
 pytestmark = pytest.mark.slow
 
@@ -59,3 +60,62 @@ def test_a_store_removed_while_the_process_runs_is_no_warning_at_exit(tmp_path: 
     assert warned == [] and "gtcache" not in stderr, stderr
     assert not store.exists(), "nothing made the store again"
 
+
+def test_a_lock_held_past_the_wait_is_one_warning_and_the_variant_compiles(tmp_path: pathlib.Path) -> None:
+    """Another process holds the compile lock of the variant (it compiles it, slowly) for longer
+    than ``GTCACHE_WAIT``: this one stops waiting, compiles it too and says so, once (a stall
+    that ends silently looks like a hang that went away). Catches: ``_claim`` without the
+    'waited ... s for another process' warning."""
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    [outcome] = run_project(project, store)["outcomes"]
+    opened = gtcache.open_store(store)
+    subprocess.run([sys.executable, "-m", "gtcache_cli", "--cache-dir", str(store), "rm", outcome["key"], "--yes"],
+                   check=True, capture_output=True, env={**os.environ})
+    for link in (store / "direct").rglob("*"):
+        if link.is_file():
+            link.unlink()
+    assert opened.lookup(outcome["key"]) is None
+    lock = opened.lock(outcome["key"])
+    assert lock.acquire(0), "this process holds the variant's compile lock"
+    try:
+        report, warned, _ = run(project, store, GTCACHE_WAIT="1")
+    finally:
+        lock.release()
+    assert report["out"] == expected(2.0, 1.0) and statuses(report) == [("compiled", None)]
+    assert len(warned) == 1 and "waited 1 s for another process compiling 'shift_scale'" in warned[0], warned
+    assert "compiling it here too" in warned[0], warned
+    assert opened.lookup(outcome["key"]) is not None, "what it compiled is stored"
+
+
+def test_self_check_recomputes_the_facts_the_hook_reads(tmp_path: pathlib.Path) -> None:
+    """``GTCACHE_SELF_CHECK=1`` computes every stored fact the hook would read, and says when one
+    differs: a planted backend fingerprint (the facts file lies) is reported, the computed one
+    used, and the right entry served by its direct key. Catches: the hook opening its facts
+    without ``verify`` (tests/gt4py/test_facts.py calls ``_facts.use`` itself)."""
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    run_project(project, store)
+    [facts] = sorted(path for path in (store / "facts").glob("*.json") if "-" not in path.stem)
+    data = json.loads(facts.read_text())
+    assert data["backend_config"], "the first run stored the backend's fingerprint"
+    data["backend_config"] = {digest: "0" * 16 for digest in data["backend_config"]}
+    facts.write_text(json.dumps(data))
+
+    report, warned, _ = run(project, store, GTCACHE_SELF_CHECK="1")
+    assert report["out"] == expected(2.0, 1.0) and statuses(report) == [("hit", "direct")], report
+    assert report["counts"]["self_check_ok"] == 1
+    assert len(warned) == 1 and "self-check: the stored fingerprint of backend" in warned[0], warned
+    assert "'0000000000000000'" in warned[0] and "using the computed value" in warned[0], warned
+
+
+def test_a_bad_size_cap_is_one_warning_and_the_program_runs(tmp_path: pathlib.Path) -> None:
+    """A size cap that does not parse (docs/troubleshooting.md: 'no size cap: Bad store limit'):
+    the variant is compiled and stored, and the process says once that no cap applies.
+    Catches: ``_limits`` returning no cap without a word."""
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    report, warned, _ = run(project, store, GTCACHE_MAX_FILES="lots")
+    assert report["out"] == expected(2.0, 1.0) and statuses(report) == [("compiled", None)]
+    assert [o["detail"] for o in report["outcomes"]] == [None], "stored"
+    assert len(warned) == 1 and "no size cap: Bad store limit" in warned[0], warned
