@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -119,3 +120,30 @@ def test_a_bad_size_cap_is_one_warning_and_the_program_runs(tmp_path: pathlib.Pa
     assert report["out"] == expected(2.0, 1.0) and statuses(report) == [("compiled", None)]
     assert [o["detail"] for o in report["outcomes"]] == [None], "stored"
     assert len(warned) == 1 and "no size cap: Bad store limit" in warned[0], warned
+
+
+def test_a_shard_folder_made_a_symlink_is_one_warning_and_nothing_written_through_it(tmp_path: pathlib.Path) -> None:
+    """The shard folder a new entry goes to (``entries/<xx>``) is a symbolic link: the publish
+    refuses it (a ``GtcacheError``, not an ``OSError``), the program runs, says once that its
+    variant was not stored and how to mend the store, and nothing is written through the link.
+    Catches: ``_publish_result`` catching ``OSError`` only (the error then escaped into gt4py's
+    future callback: no warning, no outcome, no ledger record)."""
+    store, elsewhere = tmp_path / "store", tmp_path / "elsewhere"
+    project = write_project(tmp_path / "p")
+    [outcome] = run_project(project, store)["outcomes"]
+    key = outcome["key"]
+    subprocess.run([sys.executable, "-m", "gtcache_cli", "--cache-dir", str(store), "rm", key, "--yes"],
+                   check=True, capture_output=True)
+    shard = store / "entries" / key[:2]
+    shutil.rmtree(shard)
+    elsewhere.mkdir()
+    shard.symlink_to(elsewhere)
+    for link in (store / "direct").rglob("*"):
+        if link.is_file():
+            link.unlink()
+
+    report, warned, _ = run(project, store)
+    assert report["out"] == expected(2.0, 1.0), report
+    assert [(o["status"], (o["detail"] or "")[:11]) for o in report["outcomes"]] == [("compiled", "not stored:")], report
+    assert len(warned) == 1 and f"'{shard}' is not a folder" in warned[0] and "verify --repair" in warned[0], warned
+    assert list(elsewhere.iterdir()) == [], "nothing written through the link"
