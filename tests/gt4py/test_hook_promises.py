@@ -18,7 +18,7 @@ import textwrap
 import pytest
 
 import gtcache
-from tests.helpers import expected, pythonpath, run_project, statuses, write_project
+from tests.helpers import expected, pythonpath, run_project, run_python, statuses, write_project
 
 pytestmark = pytest.mark.slow
 
@@ -147,3 +147,33 @@ def test_a_shard_folder_made_a_symlink_is_one_warning_and_nothing_written_throug
     assert [(o["status"], (o["detail"] or "")[:11]) for o in report["outcomes"]] == [("compiled", "not stored:")], report
     assert len(warned) == 1 and f"'{shard}' is not a folder" in warned[0] and "verify --repair" in warned[0], warned
     assert list(elsewhere.iterdir()) == [], "nothing written through the link"
+
+
+
+def test_an_unforeseen_error_in_a_lookup_is_one_warning_and_gt4py_compiles(tmp_path: pathlib.Path) -> None:
+    """The hook's last net (``hook._patch``: 'never break the user's program over the cache'):
+    an error no part of the hook expects (here a direct-link lookup that raises, injected in the
+    child: no store state is known to make one) is a warning, 'lookup failed', and gt4py
+    compiles as it would have, unhooked. Catches: that net removed or narrowed
+    (``make_compilation_task``'s ``except Exception``)."""
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    code = f"""
+    import json, runpy, warnings
+    from gtcache.store._store import Store
+
+    def broken(self, direct_key):
+        raise RuntimeError("an unforeseen bug")
+
+    Store.build_key_of = broken
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        runpy.run_path({str(project / 'run.py')!r}, run_name="__main__")
+    print("WARNINGS " + json.dumps([str(w.message) for w in caught if "gtcache" in str(w.message)]))
+    """
+    out = run_python(code, env={"PYTHONPATH": pythonpath(project), "GTCACHE_DIR": str(store)})
+    report = json.loads(next(l for l in out.splitlines() if l.startswith("REPORT ")).removeprefix("REPORT "))
+    assert report["out"] == expected(2.0, 1.0), report
+    assert report["outcomes"] == [] and report["worker_pool"], "gt4py's own compile, as without gtcache"
+    [warning] = json.loads(out.split("WARNINGS ")[1].splitlines()[0])
+    assert "lookup failed: RuntimeError('an unforeseen bug')" in warning and "compiling without the cache" in warning
