@@ -177,3 +177,27 @@ def test_an_unforeseen_error_in_a_lookup_is_one_warning_and_gt4py_compiles(tmp_p
     assert report["outcomes"] == [] and report["worker_pool"], "gt4py's own compile, as without gtcache"
     [warning] = json.loads(out.split("WARNINGS ")[1].splitlines()[0])
     assert "lookup failed: RuntimeError('an unforeseen bug')" in warning and "compiling without the cache" in warning
+
+
+def test_a_compile_lock_that_cannot_be_taken_is_one_warning_and_the_variant_is_stored(tmp_path: pathlib.Path) -> None:
+    """The variant's lock path cannot be locked at all (a folder stands there): the process
+    compiles without waiting for others, says so once, and still stores what it compiled.
+    Catches: ``_claim`` not catching the lock's ``OSError`` (then 'lookup failed': gt4py
+    compiled unhooked, nothing stored)."""
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    [outcome] = run_project(project, store)["outcomes"]
+    key = outcome["key"]
+    subprocess.run([sys.executable, "-m", "gtcache_cli", "--cache-dir", str(store), "rm", key, "--yes"],
+                   check=True, capture_output=True)
+    for link in (store / "direct").rglob("*"):
+        if link.is_file():
+            link.unlink()
+    (store / "locks" / f"{key}.lock").mkdir(parents=True)
+
+    report, warned, _ = run(project, store, GTCACHE_LOCKING="flock")
+    assert report["out"] == expected(2.0, 1.0)
+    assert [(o["status"], o["key"], o["detail"]) for o in report["outcomes"]] == [("compiled", key, None)], report
+    assert len(warned) == 1 and f"cannot lock '{store}'" in warned[0], warned
+    assert "compiling without waiting for others" in warned[0], warned
+    assert gtcache.open_store(store).lookup(key) is not None, "stored"
