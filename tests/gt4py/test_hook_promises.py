@@ -201,3 +201,24 @@ def test_a_compile_lock_that_cannot_be_taken_is_one_warning_and_the_variant_is_s
     assert len(warned) == 1 and f"cannot lock '{store}'" in warned[0], warned
     assert "compiling without waiting for others" in warned[0], warned
     assert gtcache.open_store(store).lookup(key) is not None, "stored"
+
+
+def test_self_check_recomputes_a_stored_definition_fingerprint(tmp_path: pathlib.Path) -> None:
+    """``GTCACHE_SELF_CHECK=1`` computes the definition fingerprints the facts' shards hold too:
+    a planted one is reported, the computed one used, and the entry served by its direct key.
+    Catches: ``Facts.definition`` answering from the shard while verifying (then the planted
+    fingerprint made another direct key: a build-key hit, and no word of the lie)."""
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    run_project(project, store)
+    planted = 0
+    for shard in (store / "facts").glob("*-??.json"):
+        data = json.loads(shard.read_text())
+        planted += len(data["definitions"])
+        data["definitions"] = {key: "f" * 16 for key in data["definitions"]}
+        shard.write_text(json.dumps(data))
+    assert planted, "the first run stored the definition's fingerprint"
+
+    report, warned, _ = run(project, store, GTCACHE_SELF_CHECK="1")
+    assert report["out"] == expected(2.0, 1.0) and statuses(report) == [("hit", "direct")], report
+    assert len(warned) == 1 and "self-check: the stored fingerprint of a definition is 'ffffffffffffffff'" in warned[0], warned
