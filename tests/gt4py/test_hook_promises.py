@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 
@@ -34,11 +35,12 @@ exec(sys.argv[2])
 """
 
 
-def run(project: pathlib.Path, store: pathlib.Path, after: str = "", **env: str) -> tuple[dict, list[str], str]:
+def run(project: pathlib.Path, store: pathlib.Path, after: str = "", *, preexec_fn: Any = None,
+        **env: str) -> tuple[dict, list[str], str]:
     """The report, every gtcache warning (those at exit too: printed to stderr) and stderr."""
     proc = subprocess.run(
         [sys.executable, "-c", CAPTURED, str(project), textwrap.dedent(after)], capture_output=True, text=True,
-        timeout=600,
+        timeout=600, preexec_fn=preexec_fn,
         env={**os.environ, "PYTHONPATH": pythonpath(project), "PYTHONDONTWRITEBYTECODE": "1",
              "GTCACHE_DIR": str(store), **env},
     )
@@ -222,3 +224,25 @@ def test_self_check_recomputes_a_stored_definition_fingerprint(tmp_path: pathlib
     report, warned, _ = run(project, store, GTCACHE_SELF_CHECK="1")
     assert report["out"] == expected(2.0, 1.0) and statuses(report) == [("hit", "direct")], report
     assert len(warned) == 1 and "self-check: the stored fingerprint of a definition is 'ffffffffffffffff'" in warned[0], warned
+
+
+def test_a_facts_folder_that_cannot_be_written_still_hits(tmp_path: pathlib.Path) -> None:
+    """The facts are hints: a process that cannot write them (``facts/`` another user's, read-only
+    to this one) recomputes them, and its hit is a hit, without a word. Catches: ``Facts.flush``
+    letting the write's error through (then 'lookup failed': gt4py compiled the variant again)."""
+    from tests.security.test_cli_errors import _drop_dac_caps
+
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    run_project(project, store)
+    facts = store / "facts"
+    for file in facts.iterdir():
+        file.unlink()  # a new environment's first process: it has facts to write
+    facts.chmod(0o555)
+    try:
+        report, warned, stderr = run(project, store, preexec_fn=_drop_dac_caps)
+    finally:
+        facts.chmod(0o755)
+    assert report["out"] == expected(2.0, 1.0) and statuses(report) == [("hit", "direct")], report
+    assert warned == [] and "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
+    assert list(facts.iterdir()) == []
