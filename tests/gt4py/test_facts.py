@@ -850,3 +850,28 @@ def test_a_whole_second_time_counts_from_the_start_s_second(monkeypatch: pytest.
     assert not _facts.changed_since_start_at(1_699_999_999_000_000_000), "the second before"
     assert not _facts.changed_since_start_at(start - 1), "a finer time just before"
     assert _facts.changed_since_start_at(start)
+
+
+def test_at_the_cap_of_definitions_per_shard_the_oldest_goes_and_the_file_stays_bounded(tmp_path: pathlib.Path) -> None:
+    """A shard keeps at most ``_MAX_DEFINITIONS_PER_SHARD`` definition fingerprints (a model whose
+    programs are edited again and again must not grow the file its first hit reads): one more
+    pushes the oldest out, in memory and in the file written. Catches the mutation audit's F17
+    (``Facts._put`` without its cap: backend fingerprints and definitions unbounded)."""
+    from gtcache import open_store
+
+    store, shard = open_store(tmp_path / "store"), "cd" * 16
+    cap = _facts._MAX_DEFINITIONS_PER_SHARD
+    _facts.use(store)
+    try:
+        facts = _facts.active()
+        assert facts is not None
+        for i in range(cap + 1):
+            facts.remember_definition(shard, f"{i:032x}", f"{i:016x}")
+        assert facts.definition(shard, f"{0:032x}") is None, "the oldest went"
+        assert facts.definition(shard, f"{1:032x}") == f"{1:016x}"
+        assert facts.definition(shard, f"{cap:032x}") == f"{cap:016x}"
+        facts.flush()
+    finally:
+        _facts.use(None)
+    [written] = shard_files(store.root)
+    assert len(json.loads(written.read_text())["definitions"]) == cap

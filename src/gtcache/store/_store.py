@@ -315,6 +315,8 @@ class Store:
         Does nothing in a read-only store or one with an unsafe fixed folder."""
         if not _layout.FACTS_NAME_PATTERN.fullmatch(name) or self.read_only or self.unsafe_folders():
             return
+        if not self.root.is_dir():  # removed while the process ran: the facts make no store again
+            return
         folder = self.root / _layout.FACTS_DIR
         self.modes.make_folder(folder)
         _files.atomic_write_text(folder / f"{name}.json", json.dumps(value, sort_keys=True), durable=False,

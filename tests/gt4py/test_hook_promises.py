@@ -1,0 +1,248 @@
+"""The hook's promises that a mutation audit found untested (each test names the mutation it
+catches): a cache problem never breaks the program and is said once, a store removed while the
+process runs is no problem at all, self-check mode checks the facts the hook reads.
+
+Every scenario runs the user's plain gt4py script in a fresh process, with real stores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+import pytest
+
+import gtcache
+from tests.helpers import expected, pythonpath, run_project, run_python, statuses, write_project
+
+pytestmark = pytest.mark.slow
+
+#: The user's script under warnings capture, then ``AFTER`` (argv[2]: Python code); prints the
+#: report and the gtcache warnings raised while it ran.
+CAPTURED = """
+import json, runpy, sys, warnings
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    runpy.run_path(sys.argv[1] + "/run.py", run_name="__main__")
+print("WARNINGS " + json.dumps([str(w.message) for w in caught if "gtcache" in str(w.message)]))
+exec(sys.argv[2])
+"""
+
+
+def run(project: pathlib.Path, store: pathlib.Path, after: str = "", *, preexec_fn: Any = None,
+        **env: str) -> tuple[dict, list[str], str]:
+    """The report, every gtcache warning (those at exit too: printed to stderr) and stderr."""
+    proc = subprocess.run(
+        [sys.executable, "-c", CAPTURED, str(project), textwrap.dedent(after)], capture_output=True, text=True,
+        timeout=600, preexec_fn=preexec_fn,
+        env={**os.environ, "PYTHONPATH": pythonpath(project), "PYTHONDONTWRITEBYTECODE": "1",
+             "GTCACHE_DIR": str(store), **env},
+    )
+    assert proc.returncode == 0, f"the user's program failed:\n{proc.stdout}\n{proc.stderr}"
+    lines = proc.stdout.splitlines()
+    report = json.loads(next(l for l in lines if l.startswith("REPORT ")).removeprefix("REPORT "))
+    warned = json.loads(next(l for l in lines if l.startswith("WARNINGS ")).removeprefix("WARNINGS "))
+    warned += [line.partition("GtcacheWarning: ")[2] for line in proc.stderr.splitlines() if "GtcacheWarning: " in line]
+    return report, warned, proc.stderr
+
+
+def test_a_store_removed_while_the_process_runs_is_no_warning_at_exit(tmp_path: pathlib.Path) -> None:
+    """``rm -rf`` of the store while a program runs (after its compile): at exit there is no
+    store to record the run in, which is no cache problem to warn about, and the store is not
+    made again. Catches: ``ProcessRun.write_ledgers`` without its ``root.is_dir()`` check."""
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    report, warned, stderr = run(project, store, f"import shutil; shutil.rmtree({str(store)!r})")
+    assert report["out"] == expected(2.0, 1.0) and statuses(report) == [("compiled", None)]
+    assert warned == [] and "gtcache" not in stderr, stderr
+    assert not store.exists(), "nothing made the store again"
+
+
+def test_a_lock_held_past_the_wait_is_one_warning_and_the_variant_compiles(tmp_path: pathlib.Path) -> None:
+    """Another process holds the compile lock of the variant (it compiles it, slowly) for longer
+    than ``GTCACHE_WAIT``: this one stops waiting, compiles it too and says so, once (a stall
+    that ends silently looks like a hang that went away). Catches: ``_claim`` without the
+    'waited ... s for another process' warning."""
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    [outcome] = run_project(project, store)["outcomes"]
+    opened = gtcache.open_store(store)
+    subprocess.run([sys.executable, "-m", "gtcache_cli", "--cache-dir", str(store), "rm", outcome["key"], "--yes"],
+                   check=True, capture_output=True, env={**os.environ})
+    for link in (store / "direct").rglob("*"):
+        if link.is_file():
+            link.unlink()
+    assert opened.lookup(outcome["key"]) is None
+    lock = opened.lock(outcome["key"])
+    assert lock.acquire(0), "this process holds the variant's compile lock"
+    try:
+        report, warned, _ = run(project, store, GTCACHE_WAIT="1")
+    finally:
+        lock.release()
+    assert report["out"] == expected(2.0, 1.0) and statuses(report) == [("compiled", None)]
+    assert len(warned) == 1 and "waited 1 s for another process compiling 'shift_scale'" in warned[0], warned
+    assert "compiling it here too" in warned[0], warned
+    assert opened.lookup(outcome["key"]) is not None, "what it compiled is stored"
+
+
+def test_self_check_recomputes_the_facts_the_hook_reads(tmp_path: pathlib.Path) -> None:
+    """``GTCACHE_SELF_CHECK=1`` computes every stored fact the hook would read, and says when one
+    differs: a planted backend fingerprint (the facts file lies) is reported, the computed one
+    used, and the right entry served by its direct key. Catches: the hook opening its facts
+    without ``verify`` (tests/gt4py/test_facts.py calls ``_facts.use`` itself)."""
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    run_project(project, store)
+    [facts] = sorted(path for path in (store / "facts").glob("*.json") if "-" not in path.stem)
+    data = json.loads(facts.read_text())
+    assert data["backend_config"], "the first run stored the backend's fingerprint"
+    data["backend_config"] = {digest: "0" * 16 for digest in data["backend_config"]}
+    facts.write_text(json.dumps(data))
+
+    report, warned, _ = run(project, store, GTCACHE_SELF_CHECK="1")
+    assert report["out"] == expected(2.0, 1.0) and statuses(report) == [("hit", "direct")], report
+    assert report["counts"]["self_check_ok"] == 1
+    assert len(warned) == 1 and "self-check: the stored fingerprint of backend" in warned[0], warned
+    assert "'0000000000000000'" in warned[0] and "using the computed value" in warned[0], warned
+
+
+def test_a_bad_size_cap_is_one_warning_and_the_program_runs(tmp_path: pathlib.Path) -> None:
+    """A size cap that does not parse (docs/troubleshooting.md: 'no size cap: Bad store limit'):
+    the variant is compiled and stored, and the process says once that no cap applies.
+    Catches: ``_limits`` returning no cap without a word."""
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    report, warned, _ = run(project, store, GTCACHE_MAX_FILES="lots")
+    assert report["out"] == expected(2.0, 1.0) and statuses(report) == [("compiled", None)]
+    assert [o["detail"] for o in report["outcomes"]] == [None], "stored"
+    assert len(warned) == 1 and "no size cap: Bad store limit" in warned[0], warned
+
+
+def test_a_shard_folder_made_a_symlink_is_one_warning_and_nothing_written_through_it(tmp_path: pathlib.Path) -> None:
+    """The shard folder a new entry goes to (``entries/<xx>``) is a symbolic link: the publish
+    refuses it (a ``GtcacheError``, not an ``OSError``), the program runs, says once that its
+    variant was not stored and how to mend the store, and nothing is written through the link.
+    Catches: ``_publish_result`` catching ``OSError`` only (the error then escaped into gt4py's
+    future callback: no warning, no outcome, no ledger record)."""
+    store, elsewhere = tmp_path / "store", tmp_path / "elsewhere"
+    project = write_project(tmp_path / "p")
+    [outcome] = run_project(project, store)["outcomes"]
+    key = outcome["key"]
+    subprocess.run([sys.executable, "-m", "gtcache_cli", "--cache-dir", str(store), "rm", key, "--yes"],
+                   check=True, capture_output=True)
+    shard = store / "entries" / key[:2]
+    shutil.rmtree(shard)
+    elsewhere.mkdir()
+    shard.symlink_to(elsewhere)
+    for link in (store / "direct").rglob("*"):
+        if link.is_file():
+            link.unlink()
+
+    report, warned, _ = run(project, store)
+    assert report["out"] == expected(2.0, 1.0), report
+    assert [(o["status"], (o["detail"] or "")[:11]) for o in report["outcomes"]] == [("compiled", "not stored:")], report
+    assert len(warned) == 1 and f"'{shard}' is not a folder" in warned[0] and "verify --repair" in warned[0], warned
+    assert list(elsewhere.iterdir()) == [], "nothing written through the link"
+
+
+
+def test_an_unforeseen_error_in_a_lookup_is_one_warning_and_gt4py_compiles(tmp_path: pathlib.Path) -> None:
+    """The hook's last net (``hook._patch``: 'never break the user's program over the cache'):
+    an error no part of the hook expects (here a direct-link lookup that raises, injected in the
+    child: no store state is known to make one) is a warning, 'lookup failed', and gt4py
+    compiles as it would have, unhooked. Catches: that net removed or narrowed
+    (``make_compilation_task``'s ``except Exception``)."""
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    code = f"""
+    import json, runpy, warnings
+    from gtcache.store._store import Store
+
+    def broken(self, direct_key):
+        raise RuntimeError("an unforeseen bug")
+
+    Store.build_key_of = broken
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        runpy.run_path({str(project / 'run.py')!r}, run_name="__main__")
+    print("WARNINGS " + json.dumps([str(w.message) for w in caught if "gtcache" in str(w.message)]))
+    """
+    out = run_python(code, env={"PYTHONPATH": pythonpath(project), "GTCACHE_DIR": str(store)})
+    report = json.loads(next(l for l in out.splitlines() if l.startswith("REPORT ")).removeprefix("REPORT "))
+    assert report["out"] == expected(2.0, 1.0), report
+    assert report["outcomes"] == [] and report["worker_pool"], "gt4py's own compile, as without gtcache"
+    [warning] = json.loads(out.split("WARNINGS ")[1].splitlines()[0])
+    assert "lookup failed: RuntimeError('an unforeseen bug')" in warning and "compiling without the cache" in warning
+
+
+def test_a_compile_lock_that_cannot_be_taken_is_one_warning_and_the_variant_is_stored(tmp_path: pathlib.Path) -> None:
+    """The variant's lock path cannot be locked at all (a folder stands there): the process
+    compiles without waiting for others, says so once, and still stores what it compiled.
+    Catches: ``_claim`` not catching the lock's ``OSError`` (then 'lookup failed': gt4py
+    compiled unhooked, nothing stored)."""
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    [outcome] = run_project(project, store)["outcomes"]
+    key = outcome["key"]
+    subprocess.run([sys.executable, "-m", "gtcache_cli", "--cache-dir", str(store), "rm", key, "--yes"],
+                   check=True, capture_output=True)
+    for link in (store / "direct").rglob("*"):
+        if link.is_file():
+            link.unlink()
+    (store / "locks" / f"{key}.lock").mkdir(parents=True)
+
+    report, warned, _ = run(project, store, GTCACHE_LOCKING="flock")
+    assert report["out"] == expected(2.0, 1.0)
+    assert [(o["status"], o["key"], o["detail"]) for o in report["outcomes"]] == [("compiled", key, None)], report
+    assert len(warned) == 1 and f"cannot lock '{store}'" in warned[0], warned
+    assert "compiling without waiting for others" in warned[0], warned
+    assert gtcache.open_store(store).lookup(key) is not None, "stored"
+
+
+def test_self_check_recomputes_a_stored_definition_fingerprint(tmp_path: pathlib.Path) -> None:
+    """``GTCACHE_SELF_CHECK=1`` computes the definition fingerprints the facts' shards hold too:
+    a planted one is reported, the computed one used, and the entry served by its direct key.
+    Catches: ``Facts.definition`` answering from the shard while verifying (then the planted
+    fingerprint made another direct key: a build-key hit, and no word of the lie)."""
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    run_project(project, store)
+    planted = 0
+    for shard in (store / "facts").glob("*-??.json"):
+        data = json.loads(shard.read_text())
+        planted += len(data["definitions"])
+        data["definitions"] = {key: "f" * 16 for key in data["definitions"]}
+        shard.write_text(json.dumps(data))
+    assert planted, "the first run stored the definition's fingerprint"
+
+    report, warned, _ = run(project, store, GTCACHE_SELF_CHECK="1")
+    assert report["out"] == expected(2.0, 1.0) and statuses(report) == [("hit", "direct")], report
+    assert len(warned) == 1 and "self-check: the stored fingerprint of a definition is 'ffffffffffffffff'" in warned[0], warned
+
+
+def test_a_facts_folder_that_cannot_be_written_still_hits(tmp_path: pathlib.Path) -> None:
+    """The facts are hints: a process that cannot write them (``facts/`` another user's, read-only
+    to this one) recomputes them, and its hit is a hit, without a word. Catches: ``Facts.flush``
+    letting the write's error through (then 'lookup failed': gt4py compiled the variant again)."""
+    from tests.security.test_cli_errors import _drop_dac_caps
+
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    run_project(project, store)
+    facts = store / "facts"
+    for file in facts.iterdir():
+        file.unlink()  # a new environment's first process: it has facts to write
+    facts.chmod(0o555)
+    try:
+        report, warned, stderr = run(project, store, preexec_fn=_drop_dac_caps)
+    finally:
+        facts.chmod(0o755)
+    assert report["out"] == expected(2.0, 1.0) and statuses(report) == [("hit", "direct")], report
+    assert warned == [] and "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
+    assert list(facts.iterdir()) == []
