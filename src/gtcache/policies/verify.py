@@ -389,8 +389,8 @@ def _newest_mtime(item: os.DirEntry[str]) -> float:
 def _running_here(pid: int, written: float) -> bool:
     """Whether a process ``pid`` runs on this host that may have made the name: one started
     after the item was last ``written`` (this host's clock, give or take
-    ``_CLOCK_SLACK_SECONDS``) did not, the pid was reused. (Without ``/proc``, any process ``pid``: a reused pid keeps the item a
-    while longer, no harm.)"""
+    ``_CLOCK_SLACK_SECONDS``) did not, the pid was reused. (Without ``/proc``, any process
+    ``pid``: a reused pid keeps the item a while longer, no harm.)"""
     if pid <= 0:
         return False
     try:
