@@ -25,7 +25,7 @@ import gtcache
 from gtcache import bundle
 from gtcache.remote import Remote, RemoteError, entry_object, parse_remote
 from gtcache_cli.main import cli
-from tests.helpers import publish, without_gt4py_build_cache
+from tests.helpers import publish, run_python, without_gt4py_build_cache
 from tests.remote.conftest import SilentServer, free_port
 from tests.remote.helpers import KEY, MODEL_RUN, gtcache_cli, model_run
 
@@ -367,10 +367,37 @@ def test_a_broken_entry_is_not_pushed(redis_server: str, tmp_path: pathlib.Path)
     remote = Remote(parse_remote(f"{redis_server}?mode=read-write"), key=KEY.encode())
     with pytest.raises(RemoteError, match=f"Entry '{entry.key}' is broken and was not pushed"):
         remote.push(store, entry.key)
+    # A file of another size: the entry's lookup refuses it, before any bundle is made.
+    beta = publish(store, "beta", payload=b"print('beta')\n")
+    (beta.path / "program.py").chmod(0o644)
+    (beta.path / "program.py").write_bytes(b"print()\n")
+    with pytest.raises(RemoteError, match=f"Entry '{beta.key}' is broken and was not pushed: .*program.py"):
+        remote.push(store, beta.key)
     client = redis.Redis.from_url(redis_server)
-    assert client.get("gtcache/" + entry_object(entry.key)) is None
-    assert client.get("gtcache/" + info_object(entry.key)) is None
+    for key in (entry.key, beta.key):
+        assert client.get("gtcache/" + entry_object(key)) is None
+        assert client.get("gtcache/" + info_object(key)) is None
     assert remote.broken is None
+
+
+def test_a_push_the_remote_refuses_keeps_the_entry_local(redis_server: str, tmp_path: pathlib.Path) -> None:
+    """A compile whose entry is over the remote's ``max_size``: one warning saying it is kept
+    locally (not that the program is compiled here), the entry is in the local store, and the
+    remote is not dropped (the next push is tried: one warning per entry)."""
+    # MODEL_RUN, waiting for the pushes before its warnings are no longer recorded.
+    flushed = MODEL_RUN.replace("print(json.dumps(", "    hook.remote_tiers().flush()\n" "print(json.dumps(", 1)
+    assert flushed.count("hook.remote_tiers().flush()") == 1
+    env = {"GTCACHE_DIR": str(tmp_path / "store"), "GTCACHE_BUNDLE_KEY": KEY,
+           "GTCACHE_REMOTE": f"{redis_server}?mode=read-write&max_size=100",
+           **without_gt4py_build_cache(tmp_path / "gt4py")}
+    run = json.loads(run_python(flushed, "axpy", "edge_diff", env=env).splitlines()[-1])
+    assert run["correct"] == [True, True]
+    assert [o["status"] for o in run["outcomes"]] == ["compiled", "compiled"]
+    assert len(run["warnings"]) == 2, run["warnings"]
+    for outcome, warned in zip(run["outcomes"], run["warnings"], strict=True):
+        assert f"Entry '{outcome['key']}' makes an object of" in warned and "over the 100-byte limit" in warned
+        assert warned.endswith("(kept in the local store only)"), warned
+        assert gtcache.open_store(tmp_path / "store").lookup(outcome["key"]) is not None
 
 
 def test_an_entry_for_another_toolchain_is_not_fetched(redis_server: str, tmp_path: pathlib.Path) -> None:

@@ -52,11 +52,13 @@ class RemoteTiers:
     def _usable(self, writable: bool = False) -> list[Remote]:
         return [r for r in self.remotes if r.broken is None and (r.writable or not writable)]
 
-    def _failed(self, remote: Remote, error: RemoteError) -> None:
+    def _failed(self, remote: Remote, error: RemoteError, refused: str = "compiling it here") -> None:
+        """Warn of ``error``: a remote that failed is skipped from now on; an object it refused
+        (read: this entry is compiled here; pushed: the entry stays local) is the entry's."""
         if remote.broken is not None:
             self._warn(str(error), "skipped for the rest of this process")
-        else:  # a refused object: this entry is compiled here
-            self._warn(str(error), "compiling it here")
+        else:
+            self._warn(str(error), refused)
 
     def fetch(self, store: Store, key: str) -> Remote | None:
         """The remote entry ``key`` came from into ``store``, or None."""
@@ -105,7 +107,7 @@ class RemoteTiers:
                     if direct_key is not None:
                         remote.push_direct(direct_key, key)
                 except RemoteError as error:
-                    self._failed(remote, error)
+                    self._failed(remote, error, "kept in the local store only")
                 except Exception as error:  # a push is a courtesy, never a failure
                     self._warn(f"cannot push entry '{key}' to '{remote.name}': {error!r}", "not pushed")
 

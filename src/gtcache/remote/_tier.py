@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar
 
 from gtcache import bundle
-from gtcache.errors import GtcacheError, escape
+from gtcache.errors import CorruptEntryError, GtcacheError, escape
 from gtcache.remote._backends import (
     Backend, Credentials, HttpBackend, ObjectTooLarge, RedisBackend, RemoteFailure, redact,
 )
@@ -348,9 +348,14 @@ class Remote:
         self._writable()
         if not force and self.has(key):
             return False
-        entry = store.get(key)
-        out = io.BytesIO()
-        report = bundle.write_bundle(out, store, [entry], key=self.key)
+        try:
+            entry = store.get(key)
+            out = io.BytesIO()
+            report = bundle.write_bundle(out, store, [entry], key=self.key)
+        except CorruptEntryError as error:  # its folder or a file's size is wrong (the lookup's checks)
+            raise RemoteError(f"Entry '{key}' is broken and was not pushed: {error.reason}") from None
+        except bundle.BundleError as error:  # a file changed while it was read
+            raise RemoteError(f"Entry '{key}' was not pushed: {error}") from None
         if report.left_out:
             raise RemoteError(f"Entry '{key}' is broken and was not pushed: {report.left_out[key]}")
         data = out.getvalue()
