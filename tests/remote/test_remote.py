@@ -380,6 +380,7 @@ def test_a_broken_entry_is_not_pushed(redis_server: str, tmp_path: pathlib.Path)
     assert remote.broken is None
 
 
+@pytest.mark.slow
 def test_a_push_the_remote_refuses_keeps_the_entry_local(redis_server: str, tmp_path: pathlib.Path) -> None:
     """A compile whose entry is over the remote's ``max_size``: one warning saying it is kept
     locally (not that the program is compiled here), the entry is in the local store, and the
