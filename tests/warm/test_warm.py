@@ -403,6 +403,58 @@ def test_an_interrupted_warm_on_a_dask_cluster_ends_its_workers_there(
     assert list(store.glob("entries/*/*")) == []
 
 
+def test_an_interrupted_warm_is_not_held_by_an_unresponsive_dask_worker(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C of a warm run on a dask cluster one of whose workers does not answer (stopped
+    here; in life a task holding the GIL, a node gone off the network): warm still exits,
+    after its bounded wait for the cluster (10 s), and the answering worker's compilers end.
+    Before, the stop waited for every dask worker: for good (120 s and more, reproduced)."""
+    import signal
+    import time
+
+    distributed = pytest.importorskip("distributed")
+    store = tmp_path / "store"
+    monkeypatch.setenv("CXX", str(_slow_compiler(tmp_path, store)))  # the cluster's workers inherit it
+    manifest = write(tmp_path / "warm.toml", """
+        [[variant]]
+        program = "gtcache.examples:axpy"
+        backends = ["gtfn_cpu"]
+        static_args = { alpha = [9.0] }
+    """)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            dask_workers = set(client.run(os.getpid).values())
+        proc = subprocess.Popen([sys.executable, "-m", "gtcache_cli", "--cache-dir", str(store), "warm", "--manifest",
+                                 str(manifest), "--scheduler", cluster.scheduler_address],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        deadline = time.monotonic() + 300
+        while not _compilers(store, proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None and _compilers(store, proc.pid), "warm ended before a compiler started"
+        busy = {_parent(pid) for pid in _processes_naming(store, b"gtcache.warm.worker")}
+        [idle] = dask_workers - busy
+        os.kill(idle, signal.SIGSTOP)
+        try:
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=90)  # not held for good
+            assert proc.returncode == 130, (out, err)
+            deadline = time.monotonic() + 60
+            while _processes_naming(store) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert _processes_naming(store) == [], "a worker (or its compiler) outlived the run"
+        finally:
+            os.kill(idle, signal.SIGCONT)
+            if proc.poll() is None:
+                proc.kill()
+    assert list(store.glob("entries/*/*")) == []
+
+
+def _parent(pid: int) -> int:
+    return int(pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
 def _slow_compiler(folder: pathlib.Path, store: pathlib.Path) -> pathlib.Path:
     """A C++ compiler that sleeps 10 minutes before each build under ``store`` (only a
     signal ends it), and is ``c++`` otherwise."""
