@@ -246,3 +246,42 @@ def test_a_facts_folder_that_cannot_be_written_still_hits(tmp_path: pathlib.Path
     assert report["out"] == expected(2.0, 1.0) and statuses(report) == [("hit", "direct")], report
     assert warned == [] and "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
     assert list(facts.iterdir()) == []
+
+
+def _removed(store: pathlib.Path, key: str) -> None:
+    """Entry ``key`` removed (``gtcache rm``) and every direct link with it: the next run misses."""
+    subprocess.run([sys.executable, "-m", "gtcache_cli", "--cache-dir", str(store), "rm", key, "--yes"],
+                   check=True, capture_output=True)
+    for link in (store / "direct").rglob("*"):
+        if link.is_file():
+            link.unlink()
+
+
+def test_a_direct_link_that_cannot_be_written_is_one_warning_and_the_entry_is_stored(tmp_path: pathlib.Path) -> None:
+    """The variant's direct link cannot be written (its shard ``direct/<xx>`` is a file, where a
+    folder should be): the compiled variant is still published and counted as stored, the process
+    says once that it cannot write to the store, and the next process is served the entry by its
+    build key (the link failing again: said again, once). Catches: ``_link`` letting the store's
+    refusal through (after a compile, 'cannot publish to ...' and an outcome 'not stored' for an
+    entry that is stored; on a build-key hit, 'lookup failed' and gt4py compiled the variant again)."""
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    [outcome] = run_project(project, store)["outcomes"]
+    key = outcome["key"]
+    [link] = [path for path in (store / "direct").rglob("*") if path.is_file()]
+    _removed(store, key)
+    shutil.rmtree(link.parent)
+    link.parent.write_text("a file where the shard folder should be")
+
+    report, warned, _ = run(project, store)
+    assert report["out"] == expected(2.0, 1.0), report
+    assert [(o["status"], o["key"], o["detail"]) for o in report["outcomes"]] == [("compiled", key, None)], report
+    assert len(warned) == 1 and f"cannot write to '{store}'" in warned[0], warned
+    assert f"'{link.parent}' is not a folder" in warned[0] and "compiling without the cache" in warned[0], warned
+    assert gtcache.open_store(store).lookup(key) is not None, "stored, its link aside"
+
+    report, warned, _ = run(project, store)
+    assert report["out"] == expected(2.0, 1.0) and statuses(report) == [("hit", "build")], report
+    assert len(warned) == 1 and f"cannot write to '{store}'" in warned[0], warned
+    assert link.parent.read_text() == "a file where the shard folder should be"
+
