@@ -285,3 +285,31 @@ def test_a_direct_link_that_cannot_be_written_is_one_warning_and_the_entry_is_st
     assert len(warned) == 1 and f"cannot write to '{store}'" in warned[0], warned
     assert link.parent.read_text() == "a file where the shard folder should be"
 
+
+def test_a_tier_hit_that_cannot_be_promoted_is_served_with_one_warning(tmp_path: pathlib.Path) -> None:
+    """``GTCACHE_PROMOTE=1`` and a hit in a read-only tier that cannot be copied into the own store
+    (its staging folder ``tmp`` is a file, where a folder should be): the tier's entry is served in
+    place all the same, the process says once that it cannot copy it (and uses it in place), links
+    nothing to it in the own store, does not write the tier, and the own store's entries stay.
+    Catches: ``_promote`` letting the copy's error through (then 'lookup failed' and gt4py compiled
+    the variant the tier holds) or failing without a word; and the direct link written after a
+    failed copy (a link to an entry the own store does not have; here a second warning)."""
+    from tests.gt4py.test_hook import snapshot
+
+    shared, local = tmp_path / "shared", tmp_path / "local"
+    project = write_project(tmp_path / "p")
+    [outcome] = run_project(project, shared)["outcomes"]
+    key = outcome["key"]
+    shutil.rmtree(shared / "index", ignore_errors=True)
+    before = snapshot(shared)
+    [own] = run_project(write_project(tmp_path / "q", offset="6.0"), local)["outcomes"]  # the own store's entry
+    (local / "tmp").rmdir()
+    (local / "tmp").write_text("a file where the staging folder should be")
+
+    report, warned, _ = run(project, local, GTCACHE_READONLY_DIRS=str(shared), GTCACHE_PROMOTE="1")
+    assert report["out"] == expected(2.0, 1.0) and statuses(report) == [("hit", "direct")], report
+    assert len(warned) == 1 and f"cannot copy entry '{key}' from '{shared}'" in warned[0], warned
+    assert "is not a folder" in warned[0] and "(using it in place)" in warned[0], warned
+    assert snapshot(shared) == before, "the tier is not written"
+    opened = gtcache.open_store(local)
+    assert opened.lookup(key) is None and opened.lookup(own["key"]) is not None, "not copied; the own entry kept"
