@@ -313,3 +313,61 @@ def test_a_tier_hit_that_cannot_be_promoted_is_served_with_one_warning(tmp_path:
     assert snapshot(shared) == before, "the tier is not written"
     opened = gtcache.open_store(local)
     assert opened.lookup(key) is None and opened.lookup(own["key"]) is not None, "not copied; the own entry kept"
+
+
+#: A backend gt4py can build with but no one can key: its executor's transforms are a local
+#: function, which gt4py's fingerprinting refuses by name (not importable under it).
+UNKEYABLE_BACKEND = '''
+import dataclasses
+
+import gt4py.next as gtx
+from gt4py.next.iterator.transforms import pass_manager
+
+
+def _local_transforms():
+    def transforms(program, **kwargs):
+        return pass_manager.apply_common_transforms(program, extract_temporaries=False, **kwargs)
+    return transforms
+
+
+BACKEND = dataclasses.replace(
+    gtx.itir_python, executor=dataclasses.replace(gtx.itir_python.executor, transforms=_local_transforms())
+)
+'''
+
+
+def test_key_ingredients_that_cannot_be_computed_are_one_warning_and_gt4py_compiles(tmp_path: pathlib.Path) -> None:
+    """A backend whose configuration cannot be fingerprinted (a local function in its executor):
+    no key can be made. The program runs, compiled by gt4py as without gtcache, nothing is stored,
+    and the process says so once, 'lookup failed: TypeError(...)' (docs/troubleshooting.md): both
+    when the direct key is what fails, and when the definition has no direct key (its file touched
+    after the import) and the build key's ingredients (``build_ingredients``, after lowering) are
+    what fails; then the variant counts as bypassed, lowered once. Catches: ``make_task`` letting
+    ``build_ingredients``' error through (then the net's 'lookup failed', no outcome recorded and
+    gt4py lowering the variant a second time), and that path bypassing without a word."""
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p", backend="__import__('proj.backends', fromlist=['BACKEND']).BACKEND")
+    (project / "proj" / "backends.py").write_text(UNKEYABLE_BACKEND)
+    refused = "TypeError(\"Objects which are not importable under their qualified name ('proj.backends._local_transforms"
+
+    report, warned, _ = run(project, store)
+    assert report["out"] == expected(2.0, 1.0) and report["outcomes"] == [], report
+    assert len(warned) == 1 and warned[0].startswith(f"gtcache: lookup failed: {refused}"), warned
+    assert warned[0].endswith("(compiling without the cache)"), warned
+
+    # The definition's file touched after its import: no direct key; the build key's ingredients fail.
+    touch = f"import os, proj.prog; os.utime({str(project / 'proj' / 'prog.py')!r})\n"
+    code = CAPTURED.replace("with warnings.catch_warnings", touch + "with warnings.catch_warnings", 1)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(project), ""], capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": pythonpath(project), "PYTHONDONTWRITEBYTECODE": "1", "GTCACHE_DIR": str(store)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    report = json.loads(next(l for l in lines if l.startswith("REPORT ")).removeprefix("REPORT "))
+    warned = json.loads(next(l for l in lines if l.startswith("WARNINGS ")).removeprefix("WARNINGS "))
+    assert report["out"] == expected(2.0, 1.0), report
+    assert [(o["status"], o["key"], o["detail"][:len(refused)]) for o in report["outcomes"]] == [
+        ("bypassed", None, refused)], report
+    assert len(warned) == 1 and warned[0].startswith(f"gtcache: lookup failed: {refused}"), warned
+    assert gtcache.open_store(store).scan().entries == (), "nothing stored"

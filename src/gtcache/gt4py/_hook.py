@@ -312,7 +312,8 @@ class Hook:
         built_with = _compat.detached(backend, task.executor)
         try:
             ingredients = build_ingredients(built_with or backend, task.construct_compilable(False))
-        except Exception as error:  # a program gtcache does not understand passes through
+        except Exception as error:  # a program gtcache does not understand passes through, said once
+            self.warn_once(f"lookup failed: {error!r}")  # (as when the direct key fails so: one reason)
             self._record(Outcome(program["name"], name, "bypassed", None, 0.0, detail=repr(error)))
             return task
         key = make_key(BUILD_KEY_KIND, ingredients)
