@@ -875,3 +875,73 @@ def test_at_the_cap_of_definitions_per_shard_the_oldest_goes_and_the_file_stays_
         _facts.use(None)
     [written] = shard_files(store.root)
     assert len(json.loads(written.read_text())["definitions"]) == cap
+
+
+
+#: An enum of the user's (``proj/flavours.py``) and a backend using it (``proj/backends.py``):
+#: gt4py's roundtrip executor with an option of that enum, whose name it writes into the program
+#: it generates (the build depends on the name).
+FLAVOURS = """
+import enum
+
+
+class Flavour(enum.Enum):
+    {member} = 1
+
+CHOSEN = Flavour.{member}
+"""
+FLAVOURED_BACKEND = """
+import dataclasses
+
+import gt4py.next as gtx
+from gt4py.next.program_processors.runners import roundtrip
+
+from proj.flavours import CHOSEN, Flavour
+
+
+@dataclasses.dataclass(frozen=True)
+class FlavouredRoundtrip(roundtrip.Roundtrip):
+    flavour: Flavour = CHOSEN
+
+    def __call__(self, inp):
+        artifact = super().__call__(inp)
+        return dataclasses.replace(artifact, source_code=artifact.source_code + f"\\n# flavour: {self.flavour.name}\\n")
+
+
+BACKEND = dataclasses.replace(
+    gtx.itir_python, executor=FlavouredRoundtrip(transforms=gtx.itir_python.executor.transforms, flavour=CHOSEN)
+)
+"""
+
+
+@pytest.mark.slow
+def test_a_backend_fingerprint_is_stored_with_the_identity_of_the_modules_it_reads(tmp_path: pathlib.Path) -> None:
+    """The stored backend fingerprint is keyed by a serialization of what gt4py's fingerprinting
+    reads and by the identity of the modules defining the data classes and enums in it: gt4py
+    reads an enum member's name and its class's members, which the serialization (a member as
+    its class and value) does not hold. The user's module of the enum (not the backend's) renames
+    the member the backend uses (the value kept; the executor writes the name into the program):
+    the next process keys the new configuration, compiles it and stores a build with the new name.
+    Catches: ``content_key`` without the module identities, or without the enum's module
+    (``_named_enum``): then the stored fingerprint of the old configuration was read back, a
+    direct hit served the build with the old name."""
+    import gtcache
+    from tests.helpers import expected, run_project, statuses, write_project
+
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p", backend="__import__('proj.backends', fromlist=['BACKEND']).BACKEND")
+    (project / "proj" / "backends.py").write_text(FLAVOURED_BACKEND)
+    flavours = project / "proj" / "flavours.py"
+    flavours.write_text(FLAVOURS.format(member="PLAIN"))
+    first = run_project(project, store)
+    assert first["out"] == expected(2.0, 1.0) and statuses(first) == [("compiled", None)], first
+    assert statuses(run_project(project, store)) == [("hit", "direct")], "its fingerprint read back from the facts"
+
+    flavours.write_text(FLAVOURS.format(member="FAST"))
+    renamed = run_project(project, store)
+    assert renamed["out"] == expected(2.0, 1.0) and statuses(renamed) == [("compiled", None)], renamed
+    [old], [new] = first["outcomes"], renamed["outcomes"]
+    assert new["key"] != old["key"]
+    opened = gtcache.open_store(store)
+    assert "# flavour: FAST" in (opened.get(new["key"]).path / "program.py").read_text()
+    assert "# flavour: PLAIN" in (opened.get(old["key"]).path / "program.py").read_text()

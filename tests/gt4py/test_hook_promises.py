@@ -246,3 +246,128 @@ def test_a_facts_folder_that_cannot_be_written_still_hits(tmp_path: pathlib.Path
     assert report["out"] == expected(2.0, 1.0) and statuses(report) == [("hit", "direct")], report
     assert warned == [] and "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
     assert list(facts.iterdir()) == []
+
+
+def _removed(store: pathlib.Path, key: str) -> None:
+    """Entry ``key`` removed (``gtcache rm``) and every direct link with it: the next run misses."""
+    subprocess.run([sys.executable, "-m", "gtcache_cli", "--cache-dir", str(store), "rm", key, "--yes"],
+                   check=True, capture_output=True)
+    for link in (store / "direct").rglob("*"):
+        if link.is_file():
+            link.unlink()
+
+
+def test_a_direct_link_that_cannot_be_written_is_one_warning_and_the_entry_is_stored(tmp_path: pathlib.Path) -> None:
+    """The variant's direct link cannot be written (its shard ``direct/<xx>`` is a file, where a
+    folder should be): the compiled variant is still published and counted as stored, the process
+    says once that it cannot write to the store, and the next process is served the entry by its
+    build key (the link failing again: said again, once). Catches: ``_link`` letting the store's
+    refusal through (after a compile, 'cannot publish to ...' and an outcome 'not stored' for an
+    entry that is stored; on a build-key hit, 'lookup failed' and gt4py compiled the variant again)."""
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    [outcome] = run_project(project, store)["outcomes"]
+    key = outcome["key"]
+    [link] = [path for path in (store / "direct").rglob("*") if path.is_file()]
+    _removed(store, key)
+    shutil.rmtree(link.parent)
+    link.parent.write_text("a file where the shard folder should be")
+
+    report, warned, _ = run(project, store)
+    assert report["out"] == expected(2.0, 1.0), report
+    assert [(o["status"], o["key"], o["detail"]) for o in report["outcomes"]] == [("compiled", key, None)], report
+    assert len(warned) == 1 and f"cannot write to '{store}'" in warned[0], warned
+    assert f"'{link.parent}' is not a folder" in warned[0] and "compiling without the cache" in warned[0], warned
+    assert gtcache.open_store(store).lookup(key) is not None, "stored, its link aside"
+
+    report, warned, _ = run(project, store)
+    assert report["out"] == expected(2.0, 1.0) and statuses(report) == [("hit", "build")], report
+    assert len(warned) == 1 and f"cannot write to '{store}'" in warned[0], warned
+    assert link.parent.read_text() == "a file where the shard folder should be"
+
+
+def test_a_tier_hit_that_cannot_be_promoted_is_served_with_one_warning(tmp_path: pathlib.Path) -> None:
+    """``GTCACHE_PROMOTE=1`` and a hit in a read-only tier that cannot be copied into the own store
+    (its staging folder ``tmp`` is a file, where a folder should be): the tier's entry is served in
+    place all the same, the process says once that it cannot copy it (and uses it in place), links
+    nothing to it in the own store, does not write the tier, and the own store's entries stay.
+    Catches: ``_promote`` letting the copy's error through (then 'lookup failed' and gt4py compiled
+    the variant the tier holds) or failing without a word; and the direct link written after a
+    failed copy (a link to an entry the own store does not have; here a second warning)."""
+    from tests.gt4py.test_hook import snapshot
+
+    shared, local = tmp_path / "shared", tmp_path / "local"
+    project = write_project(tmp_path / "p")
+    [outcome] = run_project(project, shared)["outcomes"]
+    key = outcome["key"]
+    shutil.rmtree(shared / "index", ignore_errors=True)
+    before = snapshot(shared)
+    [own] = run_project(write_project(tmp_path / "q", offset="6.0"), local)["outcomes"]  # the own store's entry
+    (local / "tmp").rmdir()
+    (local / "tmp").write_text("a file where the staging folder should be")
+
+    report, warned, _ = run(project, local, GTCACHE_READONLY_DIRS=str(shared), GTCACHE_PROMOTE="1")
+    assert report["out"] == expected(2.0, 1.0) and statuses(report) == [("hit", "direct")], report
+    assert len(warned) == 1 and f"cannot copy entry '{key}' from '{shared}'" in warned[0], warned
+    assert "is not a folder" in warned[0] and "(using it in place)" in warned[0], warned
+    assert snapshot(shared) == before, "the tier is not written"
+    opened = gtcache.open_store(local)
+    assert opened.lookup(key) is None and opened.lookup(own["key"]) is not None, "not copied; the own entry kept"
+
+
+#: A backend gt4py can build with but no one can key: its executor's transforms are a local
+#: function, which gt4py's fingerprinting refuses by name (not importable under it).
+UNKEYABLE_BACKEND = '''
+import dataclasses
+
+import gt4py.next as gtx
+from gt4py.next.iterator.transforms import pass_manager
+
+
+def _local_transforms():
+    def transforms(program, **kwargs):
+        return pass_manager.apply_common_transforms(program, extract_temporaries=False, **kwargs)
+    return transforms
+
+
+BACKEND = dataclasses.replace(
+    gtx.itir_python, executor=dataclasses.replace(gtx.itir_python.executor, transforms=_local_transforms())
+)
+'''
+
+
+def test_key_ingredients_that_cannot_be_computed_are_one_warning_and_gt4py_compiles(tmp_path: pathlib.Path) -> None:
+    """A backend whose configuration cannot be fingerprinted (a local function in its executor):
+    no key can be made. The program runs, compiled by gt4py as without gtcache, nothing is stored,
+    and the process says so once, 'lookup failed: TypeError(...)' (docs/troubleshooting.md): both
+    when the direct key is what fails, and when the definition has no direct key (its file touched
+    after the import) and the build key's ingredients (``build_ingredients``, after lowering) are
+    what fails; then the variant counts as bypassed, lowered once. Catches: ``make_task`` letting
+    ``build_ingredients``' error through (then the net's 'lookup failed', no outcome recorded and
+    gt4py lowering the variant a second time), and that path bypassing without a word."""
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p", backend="__import__('proj.backends', fromlist=['BACKEND']).BACKEND")
+    (project / "proj" / "backends.py").write_text(UNKEYABLE_BACKEND)
+    refused = "TypeError(\"Objects which are not importable under their qualified name ('proj.backends._local_transforms"
+
+    report, warned, _ = run(project, store)
+    assert report["out"] == expected(2.0, 1.0) and report["outcomes"] == [], report
+    assert len(warned) == 1 and warned[0].startswith(f"gtcache: lookup failed: {refused}"), warned
+    assert warned[0].endswith("(compiling without the cache)"), warned
+
+    # The definition's file touched after its import: no direct key; the build key's ingredients fail.
+    touch = f"import os, proj.prog; os.utime({str(project / 'proj' / 'prog.py')!r})\n"
+    code = CAPTURED.replace("with warnings.catch_warnings", touch + "with warnings.catch_warnings", 1)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(project), ""], capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": pythonpath(project), "PYTHONDONTWRITEBYTECODE": "1", "GTCACHE_DIR": str(store)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    report = json.loads(next(l for l in lines if l.startswith("REPORT ")).removeprefix("REPORT "))
+    warned = json.loads(next(l for l in lines if l.startswith("WARNINGS ")).removeprefix("WARNINGS "))
+    assert report["out"] == expected(2.0, 1.0), report
+    assert [(o["status"], o["key"], o["detail"][:len(refused)]) for o in report["outcomes"]] == [
+        ("bypassed", None, refused)], report
+    assert len(warned) == 1 and warned[0].startswith(f"gtcache: lookup failed: {refused}"), warned
+    assert gtcache.open_store(store).scan().entries == (), "nothing stored"

@@ -708,7 +708,9 @@ def test_export_never_follows_a_planted_temp_link(source: gtcache.Store, tmp_pat
     out = tmp_path / "out" / "cache.tar.gz"
     out.parent.mkdir()
     # The names the old export wrote through (".NAME.tmp-PID"), for this process and others.
-    for pid in (os.getpid(), *range(1, 400)):
+    # A set: this process's pid may be one of the others (pids wrap at pid_max, then start over
+    # at 300; a test process with pid 300-399 failed here with FileExistsError at the planting).
+    for pid in sorted({os.getpid(), *range(1, 400)}):
         (out.parent / f".{out.name}.tmp-{pid}").symlink_to(victim)
     export_bundle(source, source.scan().entries, out)
     assert victim.read_text() == "precious"

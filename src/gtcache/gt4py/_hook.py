@@ -108,6 +108,8 @@ class _Loaded(NamedTuple):
     program: Callable[..., Any]
     load_seconds: float
     compile_seconds: float
+    #: Found in a read-only tier and copied into the writable store (``promote``).
+    promoted: bool = False
 
 
 # The two task classes extend gt4py's frozen data class by one attribute each, set after its
@@ -295,7 +297,7 @@ class Hook:
                 if loaded is not None and build_key and not (self.config.self_check and self._self_check_fails(
                     original, backend, definition_stage, cta, build_key, direct_key
                 )):
-                    if store is not self.store and self.config.promote:
+                    if loaded.promoted:  # (not when the copy failed: the store has no entry to link to)
                         self._link(direct_key, build_key)
                     return self._served(program, name, build_key, loaded, start, "direct", spec)
             if not self.config.self_check and (served := self._from_remote_direct(
@@ -310,7 +312,8 @@ class Hook:
         built_with = _compat.detached(backend, task.executor)
         try:
             ingredients = build_ingredients(built_with or backend, task.construct_compilable(False))
-        except Exception as error:  # a program gtcache does not understand passes through
+        except Exception as error:  # a program gtcache does not understand passes through, said once
+            self.warn_once(f"lookup failed: {error!r}")  # (as when the direct key fails so: one reason)
             self._record(Outcome(program["name"], name, "bypassed", None, 0.0, detail=repr(error)))
             return task
         key = make_key(BUILD_KEY_KIND, ingredients)
@@ -327,7 +330,7 @@ class Hook:
         for store in stores:
             loaded = self._load(store, key, backend)
             if loaded is not None:
-                if store is self.store or self.config.promote:
+                if store is self.store or loaded.promoted:
                     self._link(direct_key, key)
                 return self._served(program, name, key, loaded, start, "build", spec)
         if self.store is None:
@@ -580,19 +583,22 @@ class Hook:
             with self._lock:
                 self._hits[key] += 1
         elif self.config.promote:
-            self._promote(store, key)
+            return _Loaded(program, load_seconds, entry.record.compile_seconds, self._promote(store, key))
         return _Loaded(program, load_seconds, entry.record.compile_seconds)
 
-    def _promote(self, tier: Store, key: str) -> None:
-        """Copy a read-only tier's entry into the writable store (a warning if it cannot)."""
+    def _promote(self, tier: Store, key: str) -> bool:
+        """Copy a read-only tier's entry into the writable store; whether it is there now (a
+        warning if it cannot be: the tier's entry is used in place, and nothing is linked to it)."""
         if self.store is None or self.store.read_only:
-            return
+            return False
         try:
             entry = tier.get(key)
             files = {f.path: (entry.path / f.path).read_bytes() for f in entry.record.files}
             self.store.publish_record(entry.record, files)
         except Exception as error:  # promotion is an optimisation, never a failure
-            self.warn_once(f"cannot copy entry '{key}' from '{tier.root}': {error!r}")
+            self.warn_once(f"cannot copy entry '{key}' from '{tier.root}': {error!r}", "using it in place")
+            return False
+        return True
 
     def _link(self, direct_key: str | None, build_key: str) -> None:
         if direct_key is None or self.store is None or self.store.read_only:
