@@ -933,11 +933,13 @@ def test_a_backend_fingerprint_is_stored_with_the_identity_of_the_modules_it_rea
     (project / "proj" / "backends.py").write_text(FLAVOURED_BACKEND)
     flavours = project / "proj" / "flavours.py"
     flavours.write_text(FLAVOURS.format(member="PLAIN"))
+    time.sleep(_facts._TOO_RECENT + 0.1)  # (a backend's own code changed just before a start: no key)
     first = run_project(project, store)
     assert first["out"] == expected(2.0, 1.0) and statuses(first) == [("compiled", None)], first
     assert statuses(run_project(project, store)) == [("hit", "direct")], "its fingerprint read back from the facts"
 
     flavours.write_text(FLAVOURS.format(member="FAST"))
+    time.sleep(_facts._TOO_RECENT + 0.1)
     renamed = run_project(project, store)
     assert renamed["out"] == expected(2.0, 1.0) and statuses(renamed) == [("compiled", None)], renamed
     [old], [new] = first["outcomes"], renamed["outcomes"]
@@ -945,3 +947,37 @@ def test_a_backend_fingerprint_is_stored_with_the_identity_of_the_modules_it_rea
     opened = gtcache.open_store(store)
     assert "# flavour: FAST" in (opened.get(new["key"]).path / "program.py").read_text()
     assert "# flavour: PLAIN" in (opened.get(old["key"]).path / "program.py").read_text()
+
+
+@pytest.mark.slow
+def test_a_backend_holding_the_user_s_code_is_keyed_by_its_module_s_file(tmp_path: pathlib.Path) -> None:
+    """gt4py fingerprints a class or function by its name: the body of a step of the user's in a
+    backend (here the executor's ``__call__``, which writes a line into the program it generates)
+    was in no key, and an edit of it was served the build of the old code (direct hit, and by
+    the build key too). The module's file is keyed now: an edit misses and compiles the new
+    code; a file changed just before the process started (it may not be what was imported)
+    gives no key at all: one warning, and gt4py compiles."""
+    import gtcache
+    from tests.gt4py.test_hook_promises import run
+    from tests.helpers import expected, run_project, statuses, write_project
+
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p", backend="__import__('proj.backends', fromlist=['BACKEND']).BACKEND")
+    (project / "proj" / "flavours.py").write_text(FLAVOURS.format(member="PLAIN"))
+    backends = project / "proj" / "backends.py"
+    backends.write_text(FLAVOURED_BACKEND)
+    too_recent, warned, _ = run(project, store)
+    assert too_recent["out"] == expected(2.0, 1.0) and statuses(too_recent) == [("bypassed", None)], too_recent
+    assert len(warned) == 1 and "lookup failed" in warned[0] and "proj/backends.py" in warned[0], warned
+    time.sleep(_facts._TOO_RECENT + 0.1)
+    first = run_project(project, store)
+    assert statuses(first) == [("compiled", None)], first
+    assert statuses(run_project(project, store)) == [("hit", "direct")]
+
+    backends.write_text(FLAVOURED_BACKEND.replace("# flavour: ", "# taste: "))
+    time.sleep(_facts._TOO_RECENT + 0.1)
+    edited = run_project(project, store)
+    assert edited["out"] == expected(2.0, 1.0) and statuses(edited) == [("compiled", None)], edited
+    [old], [new] = first["outcomes"], edited["outcomes"]
+    assert new["key"] != old["key"]
+    assert "# taste: PLAIN" in (gtcache.open_store(store).get(new["key"]).path / "program.py").read_text()

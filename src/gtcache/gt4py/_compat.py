@@ -65,6 +65,7 @@ __all__ = [
     "gtfn_backend",
     "backend_short_name",
     "content_bytes",
+    "is_own_code",
     "debug_flag",
     "CLOSURE_FROM_SOURCE",
     "CONSTANT_NAMESPACES",
@@ -363,6 +364,20 @@ def _by_claimed_class(pickler: _ContentPickler, obj: Any) -> Any:
     return data_fields_of, (type(obj), names, values(obj))
 
 
+def is_own_code(module: Any) -> bool:
+    """Whether code of ``module`` (a ``__module__``) is keyed by its file (``_facts.backend_code``):
+    not the standard library's, gt4py's (its version and, from a source tree, its files are key
+    ingredients) or gtcache's markers."""
+    if not isinstance(module, str) or not module:
+        return False
+    top = module.partition(".")[0]
+    return top not in ("gt4py", "gtcache") and top not in sys.stdlib_module_names
+
+
+#: ``is_own_code`` by module name (a few dozen names in a process).
+_OWN_CODE: dict[Any, bool] = {}
+
+
 def _named_enum(pickler: _ContentPickler, obj: Any) -> Any:
     # gt4py reads an enum's members (pickle writes a member as its class and value): its file counts.
     pickler.modules.add(obj.__module__)
@@ -379,6 +394,11 @@ def _named(pickler: _ContentPickler, obj: Any) -> Any:
     if obj is data_fields_of or obj is mirrored:
         return NotImplemented
     module = getattr(obj, "__module__", None)
+    if module.__class__ is str:  # gt4py's fingerprint reads only the name: the module's file counts
+        if (own := _OWN_CODE.get(module)) is None:
+            own = _OWN_CODE[module] = is_own_code(module)
+        if own:
+            pickler.modules.add(module)
     name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
     cls = type(obj)
     seen = _BY_REFERENCE.get(identity(obj))

@@ -67,7 +67,7 @@ from gtcache.keys import canonical_bytes, digest
 from gtcache.store import Store
 
 __all__ = [
-    "Facts", "active", "active_store", "backend_config", "content_key", "changed_since_start_at", "flush", "remember_versions",
+    "Facts", "active", "active_store", "backend_code", "backend_config", "content_key", "changed_since_start_at", "flush", "remember_versions",
     "shard_of", "source_file_key",
     "source_unchanged", "use",
 ]
@@ -190,11 +190,48 @@ def backend_config(backend: Any) -> str:
     key = content_key(*made)
     if (known := _backend_fingerprints.get(key)) is None:
         known = _backend_fingerprints[key] = _compat.backend_fingerprint(backend)
-    return known
+    return known + backend_code(made[1])
 
 
 #: ``backend_config`` without active facts: fingerprints by ``content_key`` (a few backends).
 _backend_fingerprints: dict[str, str] = {}
+
+
+def backend_code(modules: frozenset[str]) -> str:
+    """What ``backend_config`` adds to gt4py's fingerprint for a backend holding code of the
+    user's (``_compat.is_own_code``: classes, functions, data classes or enums of modules other
+    than gt4py's and the standard library's, which gt4py fingerprints by their names): a digest
+    of those modules' files, "" when there are none. ``ValueError`` (no key) when such a file
+    cannot be read or changed since the process started: it may hold other code than was imported."""
+    if (known := _backend_codes.get(modules)) is None:
+        known = _backend_codes[modules] = _read_backend_code(modules)
+    code, problem = known
+    if problem is not None:
+        raise ValueError(problem)
+    return code
+
+
+#: ``backend_code`` per set of modules: (its suffix, or why there is none). Constant in a process.
+_backend_codes: dict[frozenset[str], tuple[str, str | None]] = {}
+
+
+def _read_backend_code(modules: frozenset[str]) -> tuple[str, str | None]:
+    files = []
+    for name in sorted(m for m in modules if _compat.is_own_code(m)):
+        path = getattr(sys.modules.get(name), "__file__", None)
+        if not isinstance(path, str):
+            return "", f"the backend holds code of module '{name}', which has no file to key it by"
+        identity = _file_identity(path)
+        try:
+            with open(path, "rb") as file:
+                text = file.read()
+        except OSError:
+            text = None
+        if identity is None or text is None or _identity(path) != identity:
+            return "", (f"the backend holds code of '{path}', which changed since this process started"
+                        f" (or {_TOO_RECENT:g} s before: it may not be what was imported), or cannot be read")
+        files.append([name, xxhash.xxh3_128_hexdigest(text)])
+    return (f" code {digest(canonical_bytes(files))}" if files else ""), None
 
 
 def flush() -> None:
@@ -261,14 +298,14 @@ class Facts:
         key = content_key(*made)
         known = self.backends.get(key)
         if known is not None and not self.verify:
-            return known
+            return known + backend_code(made[1])
         fingerprint = _compat.backend_fingerprint(backend)
         if known is not None and known != fingerprint:
             self._report(f"the stored fingerprint of backend '{getattr(backend, 'name', '?')}' is {known!r},"
                          f" computing it gives {fingerprint!r}")
         if known is None:
             self._put(self.backends, key, fingerprint, _MAX_BACKENDS, "")
-        return fingerprint
+        return fingerprint + backend_code(made[1])
 
     # -- definition fingerprints --------------------------------------------------------
 
