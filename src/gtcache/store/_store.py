@@ -866,7 +866,11 @@ class Store:
         self._require_writable()
         folder = self.root / _layout.LOCKS_DIR
         self.modes.make_folder(folder)
-        return StoreLock(folder / f"{name}.lock", method, mode=self.modes.file)
+        # Readable by those who may write the store only: ``flock`` takes a descriptor opened
+        # for reading, so whoever may read a lock file may hold it (a reviewer's attack: another
+        # user took most compile locks as they were created, and each compile waited
+        # ``GTCACHE_WAIT``, 600 s, for nobody).
+        return StoreLock(folder / f"{name}.lock", method, mode=self.modes.file & (0o660 if self.modes.shared else 0o600))
 
     @contextlib.contextmanager
     def scratch(self, prefix: str) -> Iterator[pathlib.Path]:
