@@ -84,14 +84,20 @@ def file_xxh3(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
-def read_regular(path: str | os.PathLike[str], *, dir_fd: int | None = None) -> bytes:
-    """The bytes of the regular file ``path``; ``NotARegularFileError`` for anything else."""
+def read_regular(path: str | os.PathLike[str], *, dir_fd: int | None = None, limit: int | None = None) -> bytes:
+    """The bytes of the regular file ``path``; ``NotARegularFileError`` for anything else;
+    ``ValueError`` for one of more than ``limit`` bytes (then no more than that is read)."""
     fd, info = open_regular(path, dir_fd)
     size = info.st_size
     try:
-        chunks = []
+        if limit is not None and size > limit:
+            raise ValueError(f"'{path}' has {size} bytes, more than {limit}")
+        chunks, total = [], 0
         while chunk := os.read(fd, size + 1):  # one read, then EOF (more if it grew)
             chunks.append(chunk)
+            total += len(chunk)
+            if limit is not None and total > limit:
+                raise ValueError(f"'{path}' grew past {limit} bytes")
     finally:
         os.close(fd)
     return b"".join(chunks)

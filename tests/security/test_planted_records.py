@@ -1,0 +1,108 @@
+"""A record planted by someone untrusted is refused before a byte of it is read.
+
+The documented "store made under umask 002" (docs/security.md): a shard folder its group may
+write, a group the reader does not trust. Its entries are refused (and compile again), but a
+member of that group can put anything in it. Tests run as root (the store's owner and its
+reader) and plant as ``nobody`` (65534, of group ``nogroup``) in a real process of that user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import Iterator
+
+import pytest
+
+import gtcache
+from tests.helpers import publish
+
+NOBODY, NOGROUP = 65534, 65534
+#: The planted record's size: sparse, so it costs no disk.
+PLANTED_BYTES = 64 << 30
+
+#: argv: store. Opens it and looks the key up, then lists it, with 2 GiB of address space
+#: (a job's memory limit): prints what each did.
+READER = textwrap.dedent("""
+    import json, resource, sys, time
+    import gtcache
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+    store_path, key = sys.argv[1], sys.argv[2]
+    said = {}
+    for what in ("lookup", "scan"):
+        start = time.monotonic()
+        try:
+            store = gtcache.open_store(store_path, create=False)
+            if what == "lookup":
+                store.lookup(key)
+                said[what] = "found"
+            else:
+                said[what] = [e.status for e in store.scan(use_index=False).entries]
+        except BaseException as error:
+            said[what] = type(error).__name__
+        said[what + "_seconds"] = round(time.monotonic() - start, 1)
+    print(json.dumps(said))
+""")
+
+
+@pytest.fixture
+def public() -> Iterator[pathlib.Path]:
+    base = pathlib.Path(tempfile.mkdtemp(prefix="gtcache-planted-", dir="/tmp"))
+    os.chmod(base, 0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _plant_as_nobody(shard: pathlib.Path, key: str) -> None:
+    """As ``nobody``: the entry folder at ``key`` moved aside, another in its place whose
+    ``entry.json`` is a sparse file of ``PLANTED_BYTES``."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgroups([])
+            os.setresgid(NOGROUP, NOGROUP, NOGROUP)
+            os.setresuid(NOBODY, NOBODY, NOBODY)
+            os.rename(shard / key, shard / "aside")
+            (shard / key).mkdir()
+            with open(shard / key / "entry.json", "wb") as planted:
+                planted.truncate(PLANTED_BYTES)
+            code = 0
+        finally:
+            os._exit(code)
+    assert os.waitpid(pid, 0)[1] == 0, "planting failed"
+
+
+@pytest.mark.parametrize("trust", ["default", "anyone"])
+def test_a_huge_record_planted_in_a_folder_others_may_write_is_not_read(public: pathlib.Path, trust: str) -> None:
+    """The lookup read the whole record before it checked who wrote it: a 6 GB sparse one
+    planted so held a model run's lookup 81 s and took 12 GB of its memory (a reviewer's
+    attack; a larger one, the job's memory). Now it is refused from its owner and size alone,
+    as the hook, ``ls`` and ``verify`` see it; with the owner checks off
+    (``GTCACHE_TRUSTED_USERS='*'``) from its size."""
+    store = gtcache.open_store(public / "store")
+    key = publish(store).key
+    shard = store.root / "entries" / key[:2]
+    os.chown(shard, 0, NOGROUP)
+    os.chmod(shard, 0o775)  # umask 002: its group may write it
+    _plant_as_nobody(shard, key)
+    assert (shard / key / "entry.json").stat().st_uid == NOBODY
+
+    env = {**os.environ, "GTCACHE_TRUSTED_USERS": "*"} if trust == "anyone" else {
+        k: v for k, v in os.environ.items() if not k.startswith("GTCACHE_TRUSTED")}
+    proc = subprocess.run([sys.executable, "-c", READER, str(store.root), key], capture_output=True, text=True,
+                          env=env, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    said = json.loads(proc.stdout.strip().splitlines()[-1])
+    expected = "UntrustedEntryError" if trust == "default" else "CorruptEntryError"
+    assert said["lookup"] == expected, said
+    assert said["scan"] == ["broken"], said
+    assert said["lookup_seconds"] < 5 and said["scan_seconds"] < 5, said
