@@ -106,3 +106,65 @@ def test_a_huge_record_planted_in_a_folder_others_may_write_is_not_read(public: 
     assert said["lookup"] == expected, said
     assert said["scan"] == ["broken"], said
     assert said["lookup_seconds"] < 5 and said["scan_seconds"] < 5, said
+
+
+def _plant_entry_as_nobody(shard: pathlib.Path, record: dict, size: int) -> str:
+    """As ``nobody``: a new entry folder in ``shard`` whose record says it was last used in 9999
+    and whose payload is a sparse file of ``size`` bytes; its key."""
+    key = shard.name + "f" * 30
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgroups([])
+            os.setresgid(NOGROUP, NOGROUP, NOGROUP)
+            os.setresuid(NOBODY, NOBODY, NOBODY)
+            (shard / key).mkdir()
+            late = "9999-12-31T00:00:00+00:00"
+            (shard / key / "entry.json").write_text(json.dumps({**record, "key": key, "created": late, "last_used": late}))
+            with open(shard / key / "program.py", "wb") as payload:
+                payload.truncate(size)
+            code = 0
+        finally:
+            os._exit(code)
+    assert os.waitpid(pid, 0)[1] == 0, "planting failed"
+    return key
+
+
+ENFORCE = textwrap.dedent("""
+    import sys, gtcache
+    from gtcache.policies import Limits, enforce_limits
+    try:
+        enforce_limits(gtcache.open_store(sys.argv[1]), Limits(max_size=int(sys.argv[2])))
+    except gtcache.GtcacheError as error:
+        print(error)
+""")
+
+
+@pytest.mark.parametrize("owner", ["root", "a user"])
+def test_a_planted_entry_makes_the_size_cap_remove_no_sound_entry(public: pathlib.Path, owner: str) -> None:
+    """In a store with a size cap, one shard folder its untrusted group may write (umask 002):
+    a member planted an entry there, a sparse terabyte last used "in 9999". The next publish's
+    cap removed every sound entry of the store, least recently used first, before it (a
+    reviewer's attack: 20 of 20). Now broken entries go first, and one the cap cannot remove
+    (a store owner who is not root may not move another user's folder) makes no sound entry go."""
+    from tests.security.test_cli_errors import _drop_dac_caps
+
+    store = gtcache.open_store(public / "store")
+    keys = [publish(store, f"p{i}").key for i in range(12)]
+    by_shard: dict[str, list[str]] = {}
+    for key in keys:
+        by_shard.setdefault(key[:2], []).append(key)
+    shard = store.root / "entries" / keys[0][:2]
+    os.chown(shard, 0, NOGROUP)
+    os.chmod(shard, 0o775)  # umask 002: its group may write it
+    record = json.loads((shard / keys[0] / "entry.json").read_text())
+    _plant_entry_as_nobody(shard, record, 1 << 40)
+    sound = sorted(k for k in keys if k[:2] != shard.name)  # the others in that shard are refused
+    cap = sum(size for key, (size, _) in store.usage_by_key().items() if key in sound)
+
+    proc = subprocess.run([sys.executable, "-c", ENFORCE, str(store.root), str(cap)], capture_output=True, text=True,
+                          timeout=300, check=False, preexec_fn=_drop_dac_caps if owner == "a user" else None)
+    assert proc.returncode == 0, proc.stderr
+    left = {e.key for e in gtcache.open_store(store.root).scan(use_index=False).entries if e.ok}
+    assert left == set(sound), f"the cap removed {len(set(sound) - left)} of {len(sound)} sound entries ({proc.stdout})"
