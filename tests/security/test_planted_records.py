@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -58,7 +57,7 @@ def public() -> Iterator[pathlib.Path]:
     try:
         yield base
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        subprocess.run(["rm", "-rf", str(base)], check=False)  # (shutil.rmtree recurses: a deep tree stops it)
 
 
 def _plant_as_nobody(shard: pathlib.Path, key: str) -> None:
@@ -168,3 +167,47 @@ def test_a_planted_entry_makes_the_size_cap_remove_no_sound_entry(public: pathli
     assert proc.returncode == 0, proc.stderr
     left = {e.key for e in gtcache.open_store(store.root).scan(use_index=False).entries if e.ok}
     assert left == set(sound), f"the cap removed {len(set(sound) - left)} of {len(sound)} sound entries ({proc.stdout})"
+
+
+GTCACHE = str(pathlib.Path(sys.executable).parent / "gtcache")
+
+
+def test_a_tree_too_deep_to_recurse_into_is_removed(public: pathlib.Path) -> None:
+    """In a shard folder its untrusted group may write, a member planted an entry folder with a
+    tree 3,000 folders deep: ``prune --broken`` and ``clear`` ended in "Unexpected
+    RecursionError" (Python 3.12's ``shutil.rmtree`` recurses) and left it in ``trash/`` for
+    every later ``clear`` and ``verify --repair`` to stop at (a reviewer's attack)."""
+    store = gtcache.open_store(public / "store")
+    keys = [publish(store, f"p{i}").key for i in range(3)]
+    shard = store.root / "entries" / keys[0][:2]
+    os.chown(shard, 0, NOGROUP)
+    os.chmod(shard, 0o775)
+    planted = shard.name + "f" * 30
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgroups([])
+            os.setresgid(NOGROUP, NOGROUP, NOGROUP)
+            os.setresuid(NOBODY, NOBODY, NOBODY)
+            (shard / planted).mkdir()
+            (shard / planted / "entry.json").write_text("{}")
+            fd = os.open(shard / planted, os.O_RDONLY)
+            for _ in range(3000):
+                os.mkdir("d", dir_fd=fd)
+                inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+                os.close(fd)
+                fd = inner
+            code = 0
+        finally:
+            os._exit(code)
+    assert os.waitpid(pid, 0)[1] == 0, "planting failed"
+    for args in (["prune", "--broken", "--yes"], ["clear", "--yes"]):
+        run = subprocess.run([GTCACHE, "--cache-dir", str(store.root), *args], capture_output=True, text=True,
+                             timeout=300, check=False)
+        assert run.returncode == 0 and "RecursionError" not in run.stdout + run.stderr, (args, run.stdout, run.stderr)
+    left = sorted(str(p.relative_to(store.root)) for folder in ("trash", "quarantine", "entries")
+                  for p in (store.root / folder).glob("*/*") if (store.root / folder).is_dir())
+    assert not any(planted in name for name in left), left
+    trash = store.root / "trash"
+    assert not trash.is_dir() or not list(trash.iterdir()), "the planted tree stayed in trash/"
