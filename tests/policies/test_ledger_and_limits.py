@@ -172,8 +172,11 @@ def test_an_entry_the_cap_cannot_remove_is_kept_and_the_next_least_recently_used
         code = ("import sys, gtcache; from gtcache.policies import Limits, enforce_limits\n"
                 "try:\n    enforce_limits(gtcache.open_store(sys.argv[1]), Limits(max_size=int(sys.argv[2])))\n"
                 "except gtcache.GtcacheError as error:\n    print(error)\n")
+        # That user trusted (else its folder's entries are broken, and a broken entry the cap
+        # cannot remove makes no sound one go in its place: test_planted_records.py).
         child = subprocess.run([sys.executable, "-c", code, str(store.root), str(cap)], capture_output=True,
-                               text=True, check=True, preexec_fn=_drop_dac_caps)
+                               text=True, check=True, preexec_fn=_drop_dac_caps,
+                               env={**os.environ, "GTCACHE_TRUSTED_USERS": str(NOBODY)})
     finally:
         os.chown(locked, 0, 0)
     assert f"could not remove entry '{entries[0].key}' (Permission denied" in child.stdout, child.stdout + child.stderr

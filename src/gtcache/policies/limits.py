@@ -96,6 +96,7 @@ def enforce_limits(store: Store, limits: Limits, *, locking: str = "auto") -> Pr
         policy = PrunePolicy(max_size=limits.max_size, max_files=limits.max_files)
         failed: dict[str, str] = {}
         left: set[str] = set()
+        broken = {e.key for e in scan.entries if not e.ok}
         while True:
             plan = plan_prune(scan, policy, usage=usage, keep=failed.keys() | left)
             before = len(failed) + len(left)
@@ -104,6 +105,9 @@ def enforce_limits(store: Store, limits: Limits, *, locking: str = "auto") -> Pr
                          failed=failed, seen=seen, left=left)
             if len(failed) + len(left) == before:
                 break
+            # A broken entry that could not be removed, or was replaced meanwhile (someone who
+            # may write its folder can do both, again and again), takes no sound entry's place.
+            usage = {key: room for key, room in usage.items() if key not in broken or key not in failed.keys() | left}
         if failed:
             key, why = sorted(failed.items())[0]
             more = f" and {len(failed) - 1} more" if len(failed) > 1 else ""

@@ -277,16 +277,20 @@ def _cap_reason(policy: PrunePolicy) -> str:
     return f"{' and '.join(caps)}: {order}"
 
 
-def _last_used(entry: EntryInfo) -> tuple[float, str]:
-    """Least recently used first: by the time ``last_used`` names (not its text: another
+def _last_used(entry: EntryInfo) -> tuple[bool, float, str]:
+    """Broken entries first (never served; what their records say is not to be believed: one
+    planted in a folder an untrusted group may write, last used "in 9999" and a sparse terabyte
+    big, had the caps remove every sound entry of the store before it, a reviewer's attack),
+    then least recently used first: by the time ``last_used`` names (not its text: another
     offset or precision sorts otherwise); one that cannot be read counts as oldest, as
     ``--unused-for`` counts it (``_age``)."""
-    return (_timestamp(entry.last_used), entry.key)
+    return (entry.ok, _timestamp(entry.last_used), entry.key)
 
 
-def _value_per_byte(entry: EntryInfo) -> tuple[float, float, str]:
+def _value_per_byte(entry: EntryInfo) -> tuple[bool, float, float, str]:
+    """Broken entries first (``_last_used``), then the least compile time saved per byte."""
     value = entry.compile_seconds * (entry.hits + 1) / max(entry.size, 1)
-    return (value, _timestamp(entry.last_used), entry.key)
+    return (entry.ok, value, _timestamp(entry.last_used), entry.key)
 
 
 def _timestamp(iso: str) -> float:

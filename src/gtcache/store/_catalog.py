@@ -143,7 +143,7 @@ def _read_row(store: Store, key: str, identity: Identity | None, now_ns: int) ->
             return None
         record = None
         with contextlib.suppress(OSError, ValueError, RecursionError):
-            raw = json.loads(_files.read_regular(store.entry_path(key) / _layout.ENTRY_FILE))
+            raw = json.loads(_files.read_regular(store.entry_path(key) / _layout.ENTRY_FILE, limit=_layout.RECORD_MAX_BYTES))
             record = raw if isinstance(raw, dict) else None
         return IndexRow(identity=identity, settled=settled, record=record, problem=error.reason)
     if entry is None:  # entry.json missing

@@ -84,14 +84,20 @@ def file_xxh3(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
-def read_regular(path: str | os.PathLike[str], *, dir_fd: int | None = None) -> bytes:
-    """The bytes of the regular file ``path``; ``NotARegularFileError`` for anything else."""
+def read_regular(path: str | os.PathLike[str], *, dir_fd: int | None = None, limit: int | None = None) -> bytes:
+    """The bytes of the regular file ``path``; ``NotARegularFileError`` for anything else;
+    ``ValueError`` for one of more than ``limit`` bytes (then no more than that is read)."""
     fd, info = open_regular(path, dir_fd)
     size = info.st_size
     try:
-        chunks = []
+        if limit is not None and size > limit:
+            raise ValueError(f"'{path}' has {size} bytes, more than {limit}")
+        chunks, total = [], 0
         while chunk := os.read(fd, size + 1):  # one read, then EOF (more if it grew)
             chunks.append(chunk)
+            total += len(chunk)
+            if limit is not None and total > limit:
+                raise ValueError(f"'{path}' grew past {limit} bytes")
     finally:
         os.close(fd)
     return b"".join(chunks)
@@ -214,10 +220,64 @@ def remove_tree(path: str | os.PathLike[str], *, dir_fd: int | None = None) -> N
     except OSError:
         return
     if stat.S_ISDIR(info.st_mode):
-        shutil.rmtree(path, ignore_errors=True, dir_fd=dir_fd)
+        try:
+            shutil.rmtree(path, ignore_errors=True, dir_fd=dir_fd)
+        except RecursionError:  # deeper than Python's recursion (Python 3.12's rmtree recurses)
+            _remove_deep_tree(path, dir_fd)
     else:
         with contextlib.suppress(OSError):
             os.unlink(path, dir_fd=dir_fd)
+
+
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def _remove_deep_tree(path: str | os.PathLike[str], dir_fd: int | None) -> None:
+    """``remove_tree`` of a folder nested deeper than ``shutil.rmtree`` can recurse (a tree
+    thousands of folders deep, which someone who may write a folder of the store can plant:
+    ``prune``, ``clear`` and ``verify --repair`` ended in a RecursionError and left it for good,
+    a reviewer's attack). Iterative: the folders two levels down are moved up to the top, a
+    level a pass, until none is left; through descriptors, never following a symlink."""
+    try:
+        top = os.open(path, _FOLDER_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return
+    try:
+        moved = True
+        while moved:
+            moved = False
+            for name in _names(top):
+                try:
+                    is_folder = stat.S_ISDIR(os.stat(name, dir_fd=top, follow_symlinks=False).st_mode)
+                    if not is_folder:
+                        os.unlink(name, dir_fd=top)
+                        continue
+                    child = os.open(name, _FOLDER_FLAGS, dir_fd=top)
+                except OSError:
+                    continue
+                try:
+                    for inner in _names(child):
+                        with contextlib.suppress(OSError):
+                            if stat.S_ISDIR(os.stat(inner, dir_fd=child, follow_symlinks=False).st_mode):
+                                os.rename(inner, unique_name(".deep-"), src_dir_fd=child, dst_dir_fd=top)
+                                moved = True
+                            else:
+                                os.unlink(inner, dir_fd=child)
+                finally:
+                    os.close(child)
+                with contextlib.suppress(OSError):
+                    os.rmdir(name, dir_fd=top)
+    finally:
+        os.close(top)
+    with contextlib.suppress(OSError):
+        os.rmdir(path, dir_fd=dir_fd)
+
+
+def _names(folder: int) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
 
 
 def size_problem(

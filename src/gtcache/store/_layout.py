@@ -55,6 +55,11 @@ FACTS_DIR = "facts"
 FACTS_NAME_PATTERN = re.compile(r"^[0-9a-f]{32}(-[0-9a-f]{2})?$")
 #: A larger facts file is not read (the hook's caps keep a shard under about 2 MB).
 FACTS_MAX_BYTES = 16 * 1024 * 1024
+#: A larger ``entry.json`` is not read: it is broken (a record is a few kB; a bundle's may be
+#: 4 MiB, which its import writes indented: 3.4 MiB of short strings are 8.4 MB on disk). Read
+#: whole otherwise, a sparse record of gigabytes that someone who may write a refused folder put
+#: there held a lookup for minutes and took its memory (a reviewer's attack).
+RECORD_MAX_BYTES = 64 * 1024 * 1024
 CONFIG_FILE = "gtcache.toml"
 INDEX_DIR = "index"
 ENTRY_FILE = "entry.json"

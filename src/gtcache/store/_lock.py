@@ -47,6 +47,7 @@ group-shared store, so that its members can lock and take over each other's lock
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import pathlib
@@ -157,8 +158,14 @@ class StoreLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             # The holder before us may have removed the file after we opened it.
-            if os.fstat(fd).st_ino != os.stat(self.path, follow_symlinks=False).st_ino:
+            held = os.fstat(fd)
+            if held.st_ino != os.stat(self.path, follow_symlinks=False).st_ino:
                 raise FileNotFoundError
+            if held.st_mode & 0o777 & ~self.mode and held.st_uid == os.geteuid():
+                # A lock file its dead holder left, made by an older gtcache readable by
+                # others (who could then hold it): as private as new ones from now on.
+                with contextlib.suppress(OSError):
+                    os.fchmod(fd, self.mode)
         except (BlockingIOError, FileNotFoundError):
             os.close(fd)
             return False

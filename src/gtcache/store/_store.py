@@ -158,13 +158,19 @@ class Store:
         except OSError as error:
             raise CorruptEntryError(key, f"cannot read '{_layout.ENTRY_FILE}' ({error.strerror}).") from None
         try:
-            text = _read_fd(fd, st.st_size)
+            # Who may have written it, and its size, before a byte of it is read: someone who
+            # may write a refused folder could put a sparse record of gigabytes there.
+            if self.trust is not None and (problem := self._entry_problem(path, st)):
+                raise UntrustedEntryError(key, problem)
+            if st.st_size > _layout.RECORD_MAX_BYTES:
+                raise CorruptEntryError(key, f"'{_layout.ENTRY_FILE}' has {st.st_size} bytes, more than a record has.")
+            text = _read_fd(fd, st.st_size, _layout.RECORD_MAX_BYTES)
         except OSError as error:
             raise CorruptEntryError(key, f"cannot read '{_layout.ENTRY_FILE}' ({error}).") from None
+        except ValueError as error:  # grew past the limit while read
+            raise CorruptEntryError(key, f"'{_layout.ENTRY_FILE}' has {error}.") from None
         finally:
             os.close(fd)
-        if self.trust is not None and (problem := self._entry_problem(path, st)):
-            raise UntrustedEntryError(key, problem)
         try:
             record = EntryRecord.loads(text)
         except ValueError as error:
@@ -216,7 +222,7 @@ class Store:
         with contextlib.suppress(OSError, ValueError):
             folder = os.open(self.entry_path(key), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
             try:
-                record = EntryRecord.loads(_files.read_regular(_layout.ENTRY_FILE, dir_fd=folder))
+                record = EntryRecord.loads(_files.read_regular(_layout.ENTRY_FILE, dir_fd=folder, limit=_layout.RECORD_MAX_BYTES))
                 if record.key != key:
                     return
                 record = replace(record, last_used=now_iso(), hits=record.hits + hits)
@@ -685,7 +691,7 @@ class Store:
                 # entry.json may be a symlink, a FIFO, a folder); the record only from a regular file.
                 st = os.stat(_layout.ENTRY_FILE, dir_fd=folder)
                 identity = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-                data = json.loads(_files.read_regular(_layout.ENTRY_FILE, dir_fd=folder))
+                data = json.loads(_files.read_regular(_layout.ENTRY_FILE, dir_fd=folder, limit=_layout.RECORD_MAX_BYTES))
             finally:
                 os.close(folder)
         if seen.identity is not None and identity != seen.identity:
@@ -866,7 +872,11 @@ class Store:
         self._require_writable()
         folder = self.root / _layout.LOCKS_DIR
         self.modes.make_folder(folder)
-        return StoreLock(folder / f"{name}.lock", method, mode=self.modes.file)
+        # Readable by those who may write the store only: ``flock`` takes a descriptor opened
+        # for reading, so whoever may read a lock file may hold it (a reviewer's attack: another
+        # user took most compile locks as they were created, and each compile waited
+        # ``GTCACHE_WAIT``, 600 s, for nobody).
+        return StoreLock(folder / f"{name}.lock", method, mode=self.modes.file & (0o660 if self.modes.shared else 0o600))
 
     @contextlib.contextmanager
     def scratch(self, prefix: str) -> Iterator[pathlib.Path]:
@@ -1029,7 +1039,7 @@ def _rename_if_absent(source: pathlib.Path, target: pathlib.Path) -> bool:
 
 
 def _read_record(path: pathlib.Path) -> EntryRecord:
-    return EntryRecord.loads(_files.read_regular(path / _layout.ENTRY_FILE))
+    return EntryRecord.loads(_files.read_regular(path / _layout.ENTRY_FILE, limit=_layout.RECORD_MAX_BYTES))
 
 
 def _real_folder_problem(path: str, trust: TrustPolicy | None, root: str) -> str | None:

@@ -112,7 +112,7 @@ def run_spec(
     env.pop("GTCACHE_DIR", None)  # the worker publishes through compile_variants, not the start-up hook
     try:
         code, stdout, stderr = _run_worker(
-            [sys.executable, "-m", "gtcache.warm.worker", json.dumps(spec.to_json()), store,
+            [sys.executable, *_safe_path(), "-m", "gtcache.warm.worker", json.dumps(spec.to_json()), store,
              str(os.getpid())],  # (the worker ends with this process, even SIGKILLed: follow_parent)
             env, timeout, workers,
         )
@@ -124,6 +124,20 @@ def run_spec(
         return WarmResult(spec, "failed", None, time.perf_counter() - start, detail=f"worker died: {tail}")
     data = json.loads(line.removeprefix("RESULT "))
     return WarmResult(spec, data["status"], data.get("key"), data["seconds"], data.get("peak_memory", 0), data.get("detail"))
+
+
+def _safe_path() -> list[str]:
+    """``-P`` (``python -m`` puts the working folder first on ``sys.path``: run from ``/tmp`` or a
+    shared folder, whoever may write there had the worker import their ``gtcache``, as the user
+    running warm, and publish what they chose into the store: a reviewer's attack). Not when this
+    process has that folder first on its own path (started as ``python -m gtcache_cli`` there: it
+    imported from it already, and its workers find the same modules)."""
+    try:
+        here = os.getcwd()
+    except OSError:  # (removed meanwhile)
+        return ["-P"]
+    first = sys.path[0] if sys.path else None
+    return [] if first is not None and (first == "" or first == here) else ["-P"]
 
 
 def _run_worker(
