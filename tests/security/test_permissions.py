@@ -275,6 +275,37 @@ def test_a_group_shared_store_is_used_by_the_group_and_stays_group_writable(
     figures.add("security", "group-shared store (2775): modes of what a umask-022 writer made", "2775 / 0664")
 
 
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_folder_verify_repairs_gets_the_store_s_mode(tmp_path: pathlib.Path, shared: bool) -> None:
+    """``verify --repair`` of fixed folders replaced by symlinks (``tmp/``, the index) makes them
+    anew with the modes the store made them with, whatever the umask: in a group-shared store
+    (2775) group-writable, else 0755 (the index 0700). Catches: the repair's mkdir with the
+    umask's mode (0755 in a group store: its members could no longer publish; under umask 0, a
+    world-writable folder, and the store refused)."""
+    from gtcache.policies.verify import verify
+
+    root = tmp_path / "store"
+    root.mkdir()
+    os.chmod(root, 0o2775 if shared else 0o755)
+    store = gtcache.open_store(root)
+    store.scan()
+    store.close()
+    for name in ("tmp", "index"):
+        shutil.rmtree(root / name)
+        (root / name).symlink_to(tmp_path)
+    for umask in (0o022, 0o000):
+        old = os.umask(umask)
+        try:
+            verify(gtcache.open_store(root), repair=True)
+        finally:
+            os.umask(old)
+        modes = {name: stat.S_IMODE((root / name).lstat().st_mode) for name in ("tmp", "index")}
+        assert modes == ({"tmp": 0o2775, "index": 0o2775} if shared else {"tmp": 0o755, "index": 0o700}), (umask, modes)
+        for name in ("tmp", "index"):
+            shutil.rmtree(root / name)
+            (root / name).symlink_to(tmp_path)
+
+
 def test_an_index_gtcache_creates_is_private_unless_the_store_is_shared(tmp_path: pathlib.Path) -> None:
     private = gtcache.open_store(tmp_path / "mine")
     private.scan()

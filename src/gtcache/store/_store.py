@@ -1024,7 +1024,10 @@ class Store:
         with contextlib.suppress(FileNotFoundError):
             if not stat.S_ISDIR(os.lstat(path).st_mode):
                 path.unlink()
-        path.mkdir(mode=0o700 if path == self.index_dir else 0o777, exist_ok=True)
+        if path == self.index_dir and not self.modes.shared:
+            path.mkdir(mode=0o700, exist_ok=True)  # private, as the index makes it
+        else:  # the store's mode, as at its making (a group-shared store's folders stay so)
+            self.modes.make_folder(path)
         self._unsafe = None
 
 
