@@ -364,18 +364,13 @@ def _by_claimed_class(pickler: _ContentPickler, obj: Any) -> Any:
     return data_fields_of, (type(obj), names, values(obj))
 
 
-def is_own_code(module: Any) -> bool:
+@functools.cache  # (module names: a few hundred in a process)
+def is_own_code(module: str) -> bool:
     """Whether code of ``module`` (a ``__module__``) is keyed by its file (``_facts.backend_code``):
     not the standard library's, gt4py's (its version and, from a source tree, its files are key
     ingredients) or gtcache's markers."""
-    if not isinstance(module, str) or not module:
-        return False
     top = module.partition(".")[0]
-    return top not in ("gt4py", "gtcache") and top not in sys.stdlib_module_names
-
-
-#: ``is_own_code`` by module name (a few dozen names in a process).
-_OWN_CODE: dict[Any, bool] = {}
+    return bool(top) and top not in ("gt4py", "gtcache") and top not in sys.stdlib_module_names
 
 
 def _named_enum(pickler: _ContentPickler, obj: Any) -> Any:
@@ -394,23 +389,24 @@ def _named(pickler: _ContentPickler, obj: Any) -> Any:
     if obj is data_fields_of or obj is mirrored:
         return NotImplemented
     module = getattr(obj, "__module__", None)
-    if module.__class__ is str:  # gt4py's fingerprint reads only the name: the module's file counts
-        if (own := _OWN_CODE.get(module)) is None:
-            own = _OWN_CODE[module] = is_own_code(module)
-        if own:
-            pickler.modules.add(module)
     name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
     cls = type(obj)
     seen = _BY_REFERENCE.get(identity(obj))
     if (seen is not None and seen[0] is obj and seen[1] is cls and seen[2] == module and seen[3] == name
             and cls not in copyreg.dispatch_table and not copyreg._extension_registry  # type: ignore[attr-defined]
             and sys.modules.get(module) is not None):
+        if seen[4]:
+            pickler.modules.add(module)
         return NotImplemented
+    # gt4py's fingerprint reads only the name: the module's file counts (``_facts.backend_code``)
+    own = module.__class__ is str and is_own_code(module)
+    if own:
+        pickler.modules.add(typing.cast(str, module))
     by_name = _written_by_name(obj)
     if by_name and _pickle_checks_as_gt4py(obj):
         if len(_BY_REFERENCE) >= _MAX_BY_REFERENCE:
             _BY_REFERENCE.pop(next(iter(_BY_REFERENCE)), None)
-        _BY_REFERENCE[identity(obj)] = (obj, cls, module, name)
+        _BY_REFERENCE[identity(obj)] = (obj, cls, module, name, own)
         return NotImplemented  # pickled by reference (pickle checks the name resolves too)
     reference = _REFERENCE(obj, True)  # TypeError where gt4py refuses the reference
     # What pickle would not write by its name (a reduced metaclass's class) is written as
@@ -419,8 +415,9 @@ def _named(pickler: _ContentPickler, obj: Any) -> Any:
 
 
 #: The classes and functions ``_named`` found pickle writes by reference (by identity, kept
-#: alive), with their type, ``__module__`` and ``__qualname__`` then. Bounded.
-_BY_REFERENCE: dict[int, tuple[Any, type, Any, Any]] = {}
+#: alive), with their type, ``__module__`` and ``__qualname__`` then, and whether the module
+#: is the user's (``is_own_code``). Bounded.
+_BY_REFERENCE: dict[int, tuple[Any, type, Any, Any, bool]] = {}
 _MAX_BY_REFERENCE = 8192
 
 

@@ -217,7 +217,7 @@ _backend_codes: dict[frozenset[str], tuple[str, str | None]] = {}
 
 def _read_backend_code(modules: frozenset[str]) -> tuple[str, str | None]:
     files = []
-    for name in sorted(m for m in modules if _compat.is_own_code(m)):
+    for name in sorted(m for m in modules if isinstance(m, str) and _compat.is_own_code(m)):
         path = getattr(sys.modules.get(name), "__file__", None)
         if not isinstance(path, str):
             return "", f"the backend holds code of module '{name}', which has no file to key it by"
