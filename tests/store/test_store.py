@@ -349,6 +349,42 @@ def test_an_entry_removed_after_its_lookup_is_removed_not_broken(tmp_path: pathl
     assert not isinstance(caught.value, EntryRemovedError)
 
 
+def _remove_and_publish_again(
+    root: str, key: str, started: multiprocessing.synchronize.Event, stop: multiprocessing.synchronize.Event,
+) -> None:
+    store = gtcache.open_store(root)
+    while not stop.is_set():
+        store.remove([key])
+        publish(store, payload=b"x" * 50_000)
+        started.set()
+
+
+def test_a_lookup_racing_a_removal_and_a_publish_anew_is_a_hit_or_a_miss_never_broken(tmp_path: pathlib.Path) -> None:
+    """Another process removes an entry (``rm``, a prune: renamed away whole) and publishes
+    it anew, again and again, while this one looks it up: every lookup finds the entry or
+    nothing, never a broken one. Before, a removal between the record's read and the checks
+    of its folders or files made the lookup say "broken" ("cannot check folder ... No such
+    file", "file 'program.py' is missing": a hook's warning and a needless compile); found
+    by a mutation audit (the check that told "removed" from "broken" was untested)."""
+    root = tmp_path / "s"
+    store = gtcache.open_store(root)
+    key = publish(store, payload=b"x" * 50_000).key
+    ctx = multiprocessing.get_context("spawn")
+    started, stop = ctx.Event(), ctx.Event()
+    churn = ctx.Process(target=_remove_and_publish_again, args=(str(root), key, started, stop))
+    churn.start()
+    found = []
+    try:
+        assert started.wait(120), "the other process removed and published the entry once"
+        for _ in range(20_000):
+            found.append(store.lookup(key) is not None)
+    finally:
+        stop.set()
+        churn.join(60)
+    assert churn.exitcode == 0
+    assert any(found) and not all(found), "the lookups ran while the entry came and went"
+
+
 def test_index_follows_entries_added_and_removed_behind_its_back(tmp_path: pathlib.Path) -> None:
     store = gtcache.open_store(tmp_path / "s")
     a = publish(store, "a")

@@ -148,8 +148,21 @@ class Store:
         """The entry at ``key``; ``None`` if there is none; ``CorruptEntryError`` if it is broken.
 
         Reads the entry folder (the truth), never the index. File sizes are checked
-        here, checksums by ``verify_payload`` just before loading.
+        here, checksums by ``verify_payload`` just before loading. A problem found after
+        the record was read, when that record is no longer at the key (the entry removed,
+        or removed and published anew, meanwhile: a prune or ``rm`` in another process),
+        is not the entry's: absent, or the new entry looked up again.
         """
+        for _attempt in range(2):
+            try:
+                return self._lookup(key)
+            except _Replaced:
+                continue
+        return self._lookup(key, last=True)
+
+    def _lookup(self, key: str, *, last: bool = False) -> Entry | None:
+        """``lookup`` once; ``_Replaced`` (unless ``last``) when a problem was found but the
+        record read is no longer the one at the key."""
         path = _layout.entry_dir(self._root, key)
         try:  # never a symlink or a FIFO; the owner and mode come with the fstat
             fd, st = _files.open_regular(f"{path}/{_layout.ENTRY_FILE}")
@@ -164,6 +177,10 @@ class Store:
         finally:
             os.close(fd)
         if self.trust is not None and (problem := self._entry_problem(path, st)):
+            if (now := _record_now(path, st)) == "gone":
+                return None  # removed (renamed away whole) while we looked: absent, not untrusted
+            if now == "other" and not last:
+                raise _Replaced
             raise UntrustedEntryError(key, problem)
         try:
             record = EntryRecord.loads(text)
@@ -172,8 +189,10 @@ class Store:
         if record.key != key:
             raise CorruptEntryError(key, f"its record names key '{record.key}'.")
         if problem := _files.size_problem(path, ((f.path, f.size) for f in record.files), self.trust):
-            if not os.path.exists(f"{path}/{_layout.ENTRY_FILE}"):
+            if (now := _record_now(path, st)) == "gone":
                 return None  # removed (renamed away whole) while we looked: absent, not broken
+            if now == "other" and not last:
+                raise _Replaced  # and published anew: that entry is looked up
             raise CorruptEntryError(key, problem)
         return Entry(record=record, path=pathlib.Path(path))
 
@@ -1016,6 +1035,23 @@ class Store:
                 path.unlink()
         path.mkdir(mode=0o700 if path == self.index_dir else 0o777, exist_ok=True)
         self._unsafe = None
+
+
+class _Replaced(Exception):
+    """``Store._lookup``: the record read is no longer the one at the key, another is."""
+
+
+def _record_now(path: str, st: os.stat_result) -> Literal["same", "gone", "other"]:
+    """Whether the record (``entry.json``, ``fstat`` ``st``) read from the entry folder ``path``
+    is still the one there: "same" (also when that cannot be told), "gone" (nothing there now:
+    the folder renamed away whole) or "other" (another record: removed and published anew)."""
+    try:
+        now = os.stat(f"{path}/{_layout.ENTRY_FILE}", follow_symlinks=False)
+    except FileNotFoundError:
+        return "gone"
+    except OSError:
+        return "same"
+    return "same" if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino) else "other"
 
 
 def _rename_if_absent(source: pathlib.Path, target: pathlib.Path) -> bool:
