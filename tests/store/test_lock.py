@@ -322,3 +322,31 @@ def test_lock_files_get_the_mode_asked_whatever_the_umask(tmp_path: pathlib.Path
     finally:
         os.umask(old)
         lock.release()
+
+
+def test_a_live_holder_this_contender_may_not_signal_is_never_judged_stale() -> None:
+    """A lock file of this host whose holder is alive but another user's process (``kill``
+    answers EPERM, not "no such process": here pid 1, root's, seen by an unprivileged
+    contender) is held: the contender waits and gives up, the lock file stays. Taking it over
+    would run the work twice at once, as a shared store's users do (a mutation audit: EPERM
+    counted as dead went unnoticed; the suite's contenders all run as root)."""
+    import shutil
+    import tempfile
+
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="gtcache-lock-", dir="/tmp"))
+    try:
+        os.chmod(folder, 0o777)  # the unprivileged contender may create (and take over) lock files here
+        path = folder / "x.lock"
+        path.write_text(f"1 {socket.gethostname()}\n")
+        code = """
+            import os, pathlib, sys
+            from gtcache.store._lock import StoreLock
+            os.setgroups([])
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+            print("HELD" if StoreLock(pathlib.Path(sys.argv[1]), "files").acquire(0.3) else "NOT")
+        """
+        assert run_python(code, str(path)).split() == ["NOT"]
+        assert path.read_text() == f"1 {socket.gethostname()}\n", "the holder's lock file is left as it was"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
