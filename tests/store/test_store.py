@@ -8,6 +8,7 @@ import os
 import multiprocessing.synchronize
 import pathlib
 import shutil
+import stat
 import time
 
 import pytest
@@ -809,3 +810,35 @@ def test_a_facts_file_larger_than_its_limit_reads_as_absent(tmp_path: pathlib.Pa
     assert path.stat().st_size == FACTS_MAX_BYTES and store.read_facts(name) is not None
     path.write_text(json.dumps({"a": "x" * (FACTS_MAX_BYTES - frame + 1)}))
     assert store.read_facts(name) is None
+
+
+def test_a_payload_file_grown_or_shrunk_is_broken_at_lookup(tmp_path: pathlib.Path) -> None:
+    """``lookup`` compares every payload file's size with its record, both ways: a file with
+    bytes appended (an editor, a stray ``>>``) is broken as a truncated one is, named with
+    both sizes, and a scan lists it broken, not sound (a mutation audit: a check of shrunk
+    files only went unnoticed, caught only by the checksums just before loading)."""
+    store = gtcache.open_store(tmp_path / "s")
+    entry = publish(store, payload=b"print(1)\n")
+    payload = entry.path / "program.py"
+    for data in (b"print(1)\n# appended\n", b"print(1)"):
+        payload.write_bytes(data)
+        with pytest.raises(gtcache.CorruptEntryError, match=f"file 'program.py' has {len(data)} bytes, not 9"):
+            store.lookup(entry.key)
+        assert [e.ok for e in store.scan(use_index=False).entries] == [False]
+
+
+def test_a_payload_copied_from_an_executable_file_stays_executable(tmp_path: pathlib.Path) -> None:
+    """A payload file published from an executable source (a compiled library, mode 0755)
+    keeps execute where it can be read, one from a plain file gets none: the store's file
+    mode, whatever the source's other bits (a mutation audit: execute dropped went unnoticed)."""
+    library, source = tmp_path / "lib.so", tmp_path / "program.py"
+    library.write_bytes(b"\x7fELF not really\n")
+    source.write_bytes(b"print(1)\n")
+    os.chmod(library, 0o700)
+    os.chmod(source, 0o600)
+    store = gtcache.open_store(tmp_path / "s")
+    entry = store.publish(draft("prog"), {"program.py": source, "lib.so": library})
+    plain = store.modes.file
+    assert stat.S_IMODE((entry.path / "program.py").stat().st_mode) == plain
+    assert stat.S_IMODE((entry.path / "lib.so").stat().st_mode) == plain | ((plain & 0o444) >> 2)
+    assert (entry.path / "lib.so").stat().st_mode & stat.S_IXUSR
