@@ -844,3 +844,23 @@ def test_a_bundle_naming_other_keys_than_expected_is_refused_before_staging(tmp_
     assert target.lookup(a.key) is None
     report = read_bundle(io.BytesIO(out.getvalue()), target, key=b"k" * 32, expect=(a.key,))
     assert list(report.imported) == [a.key]
+
+
+def test_an_import_into_a_shard_folder_lookups_refuse_imports_nothing(tmp_path: pathlib.Path) -> None:
+    """A key whose shard folder (``entries/<xx>``) lookups refuse (writable by everyone here)
+    refuses the import before anything is written: what it published there would never be
+    served, and an "imported" would say otherwise (a mutation audit: the import went on, with
+    the entry broken where it landed, and no test noticed)."""
+    source = gtcache.open_store(tmp_path / "source")
+    entry = publish(source)
+    bundle = tmp_path / "one.tar.gz"
+    export_bundle(source, source.scan().entries, bundle)
+    target = gtcache.open_store(tmp_path / "target")
+    shard = target.root / "entries" / entry.key[:2]
+    shard.mkdir()
+    os.chmod(shard, 0o777)
+    with pytest.raises(BundleError, match=r"Cannot import entry .*writable by everyone.*; nothing was imported"):
+        import_bundle(gtcache.open_store(target.root), bundle)
+    assert not any(shard.iterdir())
+    os.chmod(shard, 0o755)
+    assert import_bundle(gtcache.open_store(target.root), bundle).imported == (entry.key,)

@@ -245,6 +245,23 @@ def test_an_index_folder_apart_from_the_store_is_checked_as_the_store_is(tmp_pat
 # -- group-shared stores ---------------------------------------------------------------------------
 
 
+def test_what_a_store_makes_is_never_writable_by_everyone_whatever_the_mode_of_its_root(tmp_path: pathlib.Path) -> None:
+    """Folders and files a store makes get its root's permission bits, never world-write: a
+    root everyone may write (a store opened with ``GTCACHE_TRUSTED_USERS='*'``, as on a file
+    system that reports every file as 0777) still makes 0775 folders and 0664 files, not
+    folders anyone could swap an entry in (a mutation audit: world-write passed on went
+    unnoticed)."""
+    root = tmp_path / "store"
+    root.mkdir()
+    os.chmod(root, 0o777)
+    store = gtcache.open_store(root, trust=TrustPolicy.from_ids([-1], ()))
+    entry = publish(store)
+    store.link_direct("ab" * 16, entry.key)
+    made = [root / "entries", entry.path.parent, entry.path, entry.path / "program.py", entry.path / "entry.json",
+            root / "tmp", root / "direct" / "ab", root / "direct" / "ab" / ("ab" * 16)]
+    assert {oct(stat.S_IMODE(os.lstat(path).st_mode)) for path in made} == {"0o775", "0o664"}, made
+
+
 @pytest.mark.slow
 def test_a_group_shared_store_is_used_by_the_group_and_stays_group_writable(
     public: pathlib.Path, hook_env: dict[str, str], figures: Any

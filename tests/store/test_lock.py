@@ -322,3 +322,101 @@ def test_lock_files_get_the_mode_asked_whatever_the_umask(tmp_path: pathlib.Path
     finally:
         os.umask(old)
         lock.release()
+
+
+def test_a_live_holder_this_contender_may_not_signal_is_never_judged_stale() -> None:
+    """A lock file of this host whose holder is alive but another user's process (``kill``
+    answers EPERM, not "no such process": here pid 1, root's, seen by an unprivileged
+    contender) is held: the contender waits and gives up, the lock file stays. Taking it over
+    would run the work twice at once, as a shared store's users do (a mutation audit: EPERM
+    counted as dead went unnoticed; the suite's contenders all run as root)."""
+    import shutil
+    import tempfile
+
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="gtcache-lock-", dir="/tmp"))
+    try:
+        os.chmod(folder, 0o777)  # the unprivileged contender may create (and take over) lock files here
+        path = folder / "x.lock"
+        path.write_text(f"1 {socket.gethostname()}\n")
+        code = """
+            import os, pathlib, sys
+            from gtcache.store._lock import StoreLock
+            os.setgroups([])
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+            print("HELD" if StoreLock(pathlib.Path(sys.argv[1]), "files").acquire(0.3) else "NOT")
+        """
+        assert run_python(code, str(path)).split() == ["NOT"]
+        assert path.read_text() == f"1 {socket.gethostname()}\n", "the holder's lock file is left as it was"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+#: Takes and releases a flock lock (argv: path, marker, rounds) and counts the rounds in which
+#: another process was inside too (the marker, created with O_EXCL, was there).
+TAKE_AND_RELEASE = """
+import os, pathlib, sys
+from gtcache.store._lock import StoreLock
+path, marker, rounds = pathlib.Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+together = 0
+for _ in range(rounds):
+    lock = StoreLock(path, "flock")
+    while not lock.acquire(5):
+        pass
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        together += 1
+    else:
+        os.unlink(marker)
+    lock.release()
+print(together)
+"""
+
+
+def test_processes_taking_and_releasing_a_flock_lock_at_once_never_hold_it_together(tmp_path: pathlib.Path) -> None:
+    """Four processes take and release one flock lock thousands of times: never two inside at
+    once. A holder removes the lock file as it releases, so a contender may lock the removed
+    file it opened just before: it must see that the path names another file (or none) and
+    try again (a mutation audit: without that check, hundreds of rounds had two holders,
+    and no test noticed)."""
+    path, marker = tmp_path / "x.lock", tmp_path / "inside"
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(TAKE_AND_RELEASE), str(path), str(marker), "2000"],
+                              stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    together = [int(proc.communicate(timeout=300)[0]) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0, 0, 0]
+    assert together == [0, 0, 0, 0]
+    assert not path.exists() and not marker.exists()
+
+
+def test_a_file_system_answering_flock_with_enolck_falls_back_to_lock_files(
+    tmp_path: pathlib.Path, no_flock: dict[str, str]
+) -> None:
+    """NFS without a lock manager answers ``flock`` with ENOLCK, not ENOSYS: ``auto`` takes it
+    for a file system without flock too, and locks with lock files (a mutation audit: ENOLCK
+    left out of the list went unnoticed; the suite's shim answered ENOSYS only)."""
+    import errno
+
+    path = tmp_path / "x.lock"
+    env = {**no_flock, "GTCACHE_TEST_FLOCK_ERRNO": str(errno.ENOLCK)}
+    proc, (state, used) = start_holder(path, "auto", env=env)
+    assert (state, used) == ("HELD", "files")
+    assert path.read_text().split()[1] == socket.gethostname(), "a lock file, naming its holder"
+    stop(proc)
+    assert not path.exists()
+
+
+def test_a_lock_file_taken_over_is_left_to_its_new_holder_by_the_one_it_was_taken_from(tmp_path: pathlib.Path) -> None:
+    """A holder whose lock file was judged stale (it was stopped for longer than ``STALE``) and
+    taken over by another contender releases only what it made: the new holder's lock file
+    stays, and a third contender still finds the lock held (a mutation audit: a release that
+    removed whatever lock file was at the path went unnoticed)."""
+    path = tmp_path / "x.lock"
+    first = StoreLock(path, "files")
+    assert first.acquire(0)
+    taken = tmp_path / "taken"  # the new holder's lock file, put in place as a takeover does
+    taken.write_text(f"{os.getppid()} {socket.gethostname()}\n")
+    os.replace(taken, path)
+    first.release()
+    assert path.read_text() == f"{os.getppid()} {socket.gethostname()}\n"
+    assert not StoreLock(path, "files").acquire(0), "held by the new holder"

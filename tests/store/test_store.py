@@ -8,6 +8,7 @@ import os
 import multiprocessing.synchronize
 import pathlib
 import shutil
+import stat
 import time
 
 import pytest
@@ -349,6 +350,42 @@ def test_an_entry_removed_after_its_lookup_is_removed_not_broken(tmp_path: pathl
     assert not isinstance(caught.value, EntryRemovedError)
 
 
+def _remove_and_publish_again(
+    root: str, key: str, started: multiprocessing.synchronize.Event, stop: multiprocessing.synchronize.Event,
+) -> None:
+    store = gtcache.open_store(root)
+    while not stop.is_set():
+        store.remove([key])
+        publish(store, payload=b"x" * 50_000)
+        started.set()
+
+
+def test_a_lookup_racing_a_removal_and_a_publish_anew_is_a_hit_or_a_miss_never_broken(tmp_path: pathlib.Path) -> None:
+    """Another process removes an entry (``rm``, a prune: renamed away whole) and publishes
+    it anew, again and again, while this one looks it up: every lookup finds the entry or
+    nothing, never a broken one. Before, a removal between the record's read and the checks
+    of its folders or files made the lookup say "broken" ("cannot check folder ... No such
+    file", "file 'program.py' is missing": a hook's warning and a needless compile); found
+    by a mutation audit (the check that told "removed" from "broken" was untested)."""
+    root = tmp_path / "s"
+    store = gtcache.open_store(root)
+    key = publish(store, payload=b"x" * 50_000).key
+    ctx = multiprocessing.get_context("spawn")
+    started, stop = ctx.Event(), ctx.Event()
+    churn = ctx.Process(target=_remove_and_publish_again, args=(str(root), key, started, stop))
+    churn.start()
+    found = []
+    try:
+        assert started.wait(120), "the other process removed and published the entry once"
+        for _ in range(20_000):
+            found.append(store.lookup(key) is not None)
+    finally:
+        stop.set()
+        churn.join(60)
+    assert churn.exitcode == 0
+    assert any(found) and not all(found), "the lookups ran while the entry came and went"
+
+
 def test_index_follows_entries_added_and_removed_behind_its_back(tmp_path: pathlib.Path) -> None:
     store = gtcache.open_store(tmp_path / "s")
     a = publish(store, "a")
@@ -572,6 +609,9 @@ def test_a_read_stops_at_its_limit_however_far_the_file_grew(tmp_path: pathlib.P
             _read_fd(fd, 10, 50_000)  # fstat said 10 bytes
         os.lseek(fd, 0, os.SEEK_SET)
         assert _read_fd(fd, 10, 100_000) == b"x" * 100_000
+        os.lseek(fd, 0, os.SEEK_SET)  # one byte past the limit is past it (a mutation audit: off by one)
+        with pytest.raises(ValueError, match="more than 99999 bytes"):
+            _read_fd(fd, 10, 99_999)
     finally:
         os.close(fd)
 
@@ -626,3 +666,179 @@ def test_a_facts_file_someone_untrusted_may_have_written_reads_as_absent(tmp_pat
     else:
         os.chown(path, 0, 0)
     assert store.read_facts(name) == {"answer": 42}, "sound again: read"
+
+
+def test_a_damaged_payload_file_is_found_whichever_file_of_the_entry_it_is(tmp_path: pathlib.Path) -> None:
+    """``verify_payload`` checks every payload file against its checksum, not the first only:
+    a file damaged in place (its size kept: ``lookup`` cannot tell) is broken, whichever it is,
+    and is named (a mutation audit: a check of the first file only went unnoticed)."""
+    store = gtcache.open_store(tmp_path / "s")
+    contents = {"program.py": b"print(1)\n", "b.so": b"second\n", "c.txt": b"third\n"}
+    entry = store.publish(draft("multi"), contents)
+    for name, data in contents.items():
+        (entry.path / name).write_bytes(data.upper())  # same size, other bytes
+        found = store.get(entry.key)
+        with pytest.raises(gtcache.CorruptEntryError, match=f"file '{name}' does not match its checksum"):
+            store.verify_payload(found)
+        (entry.path / name).write_bytes(data)
+        store.verify_payload(store.get(entry.key))
+
+
+@pytest.mark.parametrize("plant", ["symlink", "folder", "fifo"])
+def test_a_record_that_is_not_a_regular_file_is_broken_not_absent(tmp_path: pathlib.Path, plant: str) -> None:
+    """An ``entry.json`` that is a symlink (to a sound record elsewhere), a folder or a FIFO:
+    ``lookup`` says the entry is broken and why, never that the key is absent (which a
+    listing, ``verify`` and a hook's miss would each tell differently), nor follows the link
+    or blocks on the FIFO (a mutation audit: every open error taken for "absent" went unnoticed)."""
+    store = gtcache.open_store(tmp_path / "s")
+    entry = publish(store)
+    record = entry.path / "entry.json"
+    elsewhere = tmp_path / "entry-elsewhere.json"
+    elsewhere.write_bytes(record.read_bytes())
+    record.unlink()
+    if plant == "symlink":
+        record.symlink_to(elsewhere)
+    elif plant == "folder":
+        record.mkdir()
+    else:
+        os.mkfifo(record)
+    with pytest.raises(gtcache.CorruptEntryError, match="cannot read 'entry.json'"):
+        store.lookup(entry.key)
+
+
+@pytest.mark.parametrize("text", [b"", b"not a key\n", "\u00e9".encode() * 16 + b"\n", b"\xff" * 32 + b"\n",
+                                  b"AB" * 16 + b"\n", b"ab" * 16 + b"0\n", b"../" * 11],
+                         ids=["empty", "text", "non-ascii", "undecodable", "upper-case", "a-digit-too-many", "a-path"])
+def test_a_direct_link_that_does_not_hold_a_key_links_nothing_and_never_raises(tmp_path: pathlib.Path, text: bytes) -> None:
+    """A direct link whose content is not a build key (empty, text, bytes that are not ASCII,
+    upper case, a digit too many, a path) links nothing: ``build_key_of`` returns None, never
+    raises, and a link holding a key again is followed (a mutation audit: neither the key's
+    form nor undecodable bytes were checked by a test)."""
+    store = gtcache.open_store(tmp_path / "s")
+    build, direct = publish(store).key, "ab" * 16
+    store.link_direct(direct, build)
+    link = store.root / "direct" / direct[:2] / direct
+    link.write_bytes(text)
+    assert store.build_key_of(direct) is None
+    store.link_direct(direct, build)
+    assert store.build_key_of(direct) == build
+
+
+def test_an_entry_damaged_in_place_is_replaced_by_the_next_publish(tmp_path: pathlib.Path) -> None:
+    """A payload file damaged in place, its size kept (what ``lookup`` alone cannot see): the
+    next publish of the key checks the checksums of the entry it finds, and replaces it rather
+    than hand it back as its own (a mutation audit: returning it unchecked went unnoticed, and
+    the damaged entry would have stayed for good)."""
+    store = gtcache.open_store(tmp_path / "s")
+    entry = publish(store, payload=b"print(1)\n")
+    (entry.path / "program.py").write_bytes(b"print(7)\n")
+    assert store.lookup(entry.key) is not None, "same size: lookup cannot tell"
+    again = publish(store, payload=b"print(1)\n")
+    assert again.published, "this publish put its own entry there"
+    assert (again.path / "program.py").read_bytes() == b"print(1)\n"
+    store.verify_payload(store.get(entry.key))
+    assert not any((store.root / "trash").iterdir()), "the damaged entry was removed, not left in trash/"
+
+
+@pytest.mark.parametrize("change", [{"compile_seconds": -1.0}, {"program": {"module": "tests.synthetic"}},
+                                    {"artifact": {"kind": "roundtrip"}}], ids=["negative-time", "no-name", "no-fields"])
+def test_a_record_lookups_could_not_read_is_never_published(tmp_path: pathlib.Path, change: dict) -> None:
+    """A draft whose record every lookup would call broken (a negative compile time, a program
+    without its name, an artifact without its fields) is refused before anything is published:
+    ``ValueError`` saying why, nothing at the key, no staging folder left (a mutation audit:
+    the read-back of the staged record was untested)."""
+    from gtcache._frozen import replace
+
+    store = gtcache.open_store(tmp_path / "s")
+    bad = replace(draft("prog"), **change)
+    with pytest.raises(ValueError, match="must not be negative|lacks its"):
+        store.publish(bad, {"program.py": b"print(1)\n"})
+    assert store.lookup(bad.key) is None
+    assert not (store.root / "entries" / bad.key[:2] / bad.key).exists()
+    assert not any((store.root / "tmp").iterdir())
+
+
+def test_remove_leaves_another_folder_published_at_the_key_since_it_was_judged(tmp_path: pathlib.Path) -> None:
+    """``remove(judged=...)`` (an import rolling back what it placed) removes only the folder
+    it judged: one published at the key since (removed and published anew: another inode) is
+    put back and stays, and nothing is counted freed; the folder judged goes (a mutation audit:
+    the inode comparison was untested)."""
+    store = gtcache.open_store(tmp_path / "s")
+    entry = publish(store)
+    judged = os.lstat(entry.path)
+    store.remove([entry.key])
+    again = publish(store)
+    assert os.lstat(again.path).st_ino != judged.st_ino
+    removed: list[str] = []
+    assert store.remove([entry.key], judged={entry.key: judged}, removed=removed) == 0
+    assert removed == [] and store.lookup(entry.key) is not None
+    store.verify_payload(store.get(entry.key))
+    removed = []
+    assert store.remove([entry.key], judged={entry.key: os.lstat(again.path)}, removed=removed) > 0
+    assert removed == [entry.key] and store.lookup(entry.key) is None
+
+
+def test_sweeping_facts_keeps_this_environments_file_and_shards_however_old(tmp_path: pathlib.Path) -> None:
+    """``sweep_facts(keep)`` removes the old facts of other environments only: this
+    environment's file and its shards (``<digest>-<xx>.json``) stay however old, and so does
+    another environment's file read or written lately (a mutation audit: a sweep that kept
+    the exact name only, removing this environment's shards, went unnoticed)."""
+    store = gtcache.open_store(tmp_path / "s")
+    keep, other = "c" * 32, "d" * 32
+    old = time.time() - 90 * 24 * 3600
+    for name in (keep, f"{keep}-00", f"{keep}-ff", other, f"{other}-00", "e" * 32):
+        store.write_facts(name, {"name": name})
+        if name != "e" * 32:
+            os.utime(store.root / "facts" / f"{name}.json", (old, old))
+    assert store.sweep_facts(keep, 3600) == 2
+    assert sorted(os.listdir(store.root / "facts")) == sorted(
+        f"{name}.json" for name in (keep, f"{keep}-00", f"{keep}-ff", "e" * 32))
+    assert store.read_facts(f"{keep}-ff") == {"name": f"{keep}-ff"}
+
+
+def test_a_facts_file_larger_than_its_limit_reads_as_absent(tmp_path: pathlib.Path) -> None:
+    """A facts file over ``FACTS_MAX_BYTES`` (valid JSON all the same) is not read: absent,
+    recomputed; one at the limit is read (a mutation audit: the size check was untested)."""
+    from gtcache.store._layout import FACTS_MAX_BYTES
+
+    store = gtcache.open_store(tmp_path / "s")
+    name = "c" * 32
+    path = store.root / "facts" / f"{name}.json"
+    store.write_facts(name, {})
+    frame = len(json.dumps({"a": ""}))
+    path.write_text(json.dumps({"a": "x" * (FACTS_MAX_BYTES - frame)}))
+    assert path.stat().st_size == FACTS_MAX_BYTES and store.read_facts(name) is not None
+    path.write_text(json.dumps({"a": "x" * (FACTS_MAX_BYTES - frame + 1)}))
+    assert store.read_facts(name) is None
+
+
+def test_a_payload_file_grown_or_shrunk_is_broken_at_lookup(tmp_path: pathlib.Path) -> None:
+    """``lookup`` compares every payload file's size with its record, both ways: a file with
+    bytes appended (an editor, a stray ``>>``) is broken as a truncated one is, named with
+    both sizes, and a scan lists it broken, not sound (a mutation audit: a check of shrunk
+    files only went unnoticed, caught only by the checksums just before loading)."""
+    store = gtcache.open_store(tmp_path / "s")
+    entry = publish(store, payload=b"print(1)\n")
+    payload = entry.path / "program.py"
+    for data in (b"print(1)\n# appended\n", b"print(1)"):
+        payload.write_bytes(data)
+        with pytest.raises(gtcache.CorruptEntryError, match=f"file 'program.py' has {len(data)} bytes, not 9"):
+            store.lookup(entry.key)
+        assert [e.ok for e in store.scan(use_index=False).entries] == [False]
+
+
+def test_a_payload_copied_from_an_executable_file_stays_executable(tmp_path: pathlib.Path) -> None:
+    """A payload file published from an executable source (a compiled library, mode 0755)
+    keeps execute where it can be read, one from a plain file gets none: the store's file
+    mode, whatever the source's other bits (a mutation audit: execute dropped went unnoticed)."""
+    library, source = tmp_path / "lib.so", tmp_path / "program.py"
+    library.write_bytes(b"\x7fELF not really\n")
+    source.write_bytes(b"print(1)\n")
+    os.chmod(library, 0o700)
+    os.chmod(source, 0o600)
+    store = gtcache.open_store(tmp_path / "s")
+    entry = store.publish(draft("prog"), {"program.py": source, "lib.so": library})
+    plain = store.modes.file
+    assert stat.S_IMODE((entry.path / "program.py").stat().st_mode) == plain
+    assert stat.S_IMODE((entry.path / "lib.so").stat().st_mode) == plain | ((plain & 0o444) >> 2)
+    assert (entry.path / "lib.so").stat().st_mode & stat.S_IXUSR

@@ -148,8 +148,21 @@ class Store:
         """The entry at ``key``; ``None`` if there is none; ``CorruptEntryError`` if it is broken.
 
         Reads the entry folder (the truth), never the index. File sizes are checked
-        here, checksums by ``verify_payload`` just before loading.
+        here, checksums by ``verify_payload`` just before loading. A problem found after
+        the record was read, when that record is no longer at the key (the entry removed,
+        or removed and published anew, meanwhile: a prune or ``rm`` in another process),
+        is not the entry's: absent, or the new entry looked up again.
         """
+        for _attempt in range(2):
+            try:
+                return self._lookup(key)
+            except _Replaced:
+                continue
+        return self._lookup(key, last=True)
+
+    def _lookup(self, key: str, *, last: bool = False) -> Entry | None:
+        """``lookup`` once; ``_Replaced`` (unless ``last``) when a problem was found but the
+        record read is no longer the one at the key."""
         path = _layout.entry_dir(self._root, key)
         try:  # never a symlink or a FIFO; the owner and mode come with the fstat
             fd, st = _files.open_regular(f"{path}/{_layout.ENTRY_FILE}")
@@ -161,6 +174,10 @@ class Store:
             # Who may have written it, and its size, before a byte of it is read: someone who
             # may write a refused folder could put a sparse record of gigabytes there.
             if self.trust is not None and (problem := self._entry_problem(path, st)):
+                if (now := _record_now(path, st)) == "gone":
+                    return None  # removed (renamed away whole) while we looked: absent, not untrusted
+                if now == "other" and not last:
+                    raise _Replaced
                 raise UntrustedEntryError(key, problem)
             if st.st_size > _layout.RECORD_MAX_BYTES:
                 raise CorruptEntryError(key, f"'{_layout.ENTRY_FILE}' has {st.st_size} bytes, more than a record has.")
@@ -178,8 +195,10 @@ class Store:
         if record.key != key:
             raise CorruptEntryError(key, f"its record names key '{record.key}'.")
         if problem := _files.size_problem(path, ((f.path, f.size) for f in record.files), self.trust):
-            if not os.path.exists(f"{path}/{_layout.ENTRY_FILE}"):
+            if (now := _record_now(path, st)) == "gone":
                 return None  # removed (renamed away whole) while we looked: absent, not broken
+            if now == "other" and not last:
+                raise _Replaced  # and published anew: that entry is looked up
             raise CorruptEntryError(key, problem)
         return Entry(record=record, path=pathlib.Path(path))
 
@@ -1029,6 +1048,23 @@ class Store:
         else:  # the store's mode, as at its making (a group-shared store's folders stay so)
             self.modes.make_folder(path)
         self._unsafe = None
+
+
+class _Replaced(Exception):
+    """``Store._lookup``: the record read is no longer the one at the key, another is."""
+
+
+def _record_now(path: str, st: os.stat_result) -> Literal["same", "gone", "other"]:
+    """Whether the record (``entry.json``, ``fstat`` ``st``) read from the entry folder ``path``
+    is still the one there: "same" (also when that cannot be told), "gone" (nothing there now:
+    the folder renamed away whole) or "other" (another record: removed and published anew)."""
+    try:
+        now = os.stat(f"{path}/{_layout.ENTRY_FILE}", follow_symlinks=False)
+    except FileNotFoundError:
+        return "gone"
+    except OSError:
+        return "same"
+    return "same" if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino) else "other"
 
 
 def _rename_if_absent(source: pathlib.Path, target: pathlib.Path) -> bool:
