@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -60,9 +60,8 @@ def public() -> Iterator[pathlib.Path]:
         subprocess.run(["rm", "-rf", str(base)], check=False)  # (shutil.rmtree recurses: a deep tree stops it)
 
 
-def _plant_as_nobody(shard: pathlib.Path, key: str) -> None:
-    """As ``nobody``: the entry folder at ``key`` moved aside, another in its place whose
-    ``entry.json`` is a sparse file of ``PLANTED_BYTES``."""
+def _as_nobody(plant: Callable[[], object]) -> None:
+    """``plant()`` in a child process of ``nobody`` (group ``nogroup``); the test fails if it fails."""
     pid = os.fork()
     if pid == 0:
         code = 1
@@ -70,14 +69,22 @@ def _plant_as_nobody(shard: pathlib.Path, key: str) -> None:
             os.setgroups([])
             os.setresgid(NOGROUP, NOGROUP, NOGROUP)
             os.setresuid(NOBODY, NOBODY, NOBODY)
-            os.rename(shard / key, shard / "aside")
-            (shard / key).mkdir()
-            with open(shard / key / "entry.json", "wb") as planted:
-                planted.truncate(PLANTED_BYTES)
+            plant()
             code = 0
         finally:
             os._exit(code)
     assert os.waitpid(pid, 0)[1] == 0, "planting failed"
+
+
+def _plant_as_nobody(shard: pathlib.Path, key: str) -> None:
+    """As ``nobody``: the entry folder at ``key`` moved aside, another in its place whose
+    ``entry.json`` is a sparse file of ``PLANTED_BYTES``."""
+    def plant() -> None:
+        os.rename(shard / key, shard / "aside")
+        (shard / key).mkdir()
+        with open(shard / key / "entry.json", "wb") as planted:
+            planted.truncate(PLANTED_BYTES)
+    _as_nobody(plant)
 
 
 @pytest.mark.parametrize("trust", ["default", "anyone"])
@@ -111,22 +118,14 @@ def _plant_entry_as_nobody(shard: pathlib.Path, record: dict, size: int) -> str:
     """As ``nobody``: a new entry folder in ``shard`` whose record says it was last used in 9999
     and whose payload is a sparse file of ``size`` bytes; its key."""
     key = shard.name + "f" * 30
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.setgroups([])
-            os.setresgid(NOGROUP, NOGROUP, NOGROUP)
-            os.setresuid(NOBODY, NOBODY, NOBODY)
-            (shard / key).mkdir()
-            late = "9999-12-31T00:00:00+00:00"
-            (shard / key / "entry.json").write_text(json.dumps({**record, "key": key, "created": late, "last_used": late}))
-            with open(shard / key / "program.py", "wb") as payload:
-                payload.truncate(size)
-            code = 0
-        finally:
-            os._exit(code)
-    assert os.waitpid(pid, 0)[1] == 0, "planting failed"
+
+    def plant() -> None:
+        (shard / key).mkdir()
+        late = "9999-12-31T00:00:00+00:00"
+        (shard / key / "entry.json").write_text(json.dumps({**record, "key": key, "created": late, "last_used": late}))
+        with open(shard / key / "program.py", "wb") as payload:
+            payload.truncate(size)
+    _as_nobody(plant)
     return key
 
 
@@ -183,25 +182,17 @@ def test_a_tree_too_deep_to_recurse_into_is_removed(public: pathlib.Path) -> Non
     os.chown(shard, 0, NOGROUP)
     os.chmod(shard, 0o775)
     planted = shard.name + "f" * 30
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.setgroups([])
-            os.setresgid(NOGROUP, NOGROUP, NOGROUP)
-            os.setresuid(NOBODY, NOBODY, NOBODY)
-            (shard / planted).mkdir()
-            (shard / planted / "entry.json").write_text("{}")
-            fd = os.open(shard / planted, os.O_RDONLY)
-            for _ in range(3000):
-                os.mkdir("d", dir_fd=fd)
-                inner = os.open("d", os.O_RDONLY, dir_fd=fd)
-                os.close(fd)
-                fd = inner
-            code = 0
-        finally:
-            os._exit(code)
-    assert os.waitpid(pid, 0)[1] == 0, "planting failed"
+
+    def plant() -> None:
+        (shard / planted).mkdir()
+        (shard / planted / "entry.json").write_text("{}")
+        fd = os.open(shard / planted, os.O_RDONLY)
+        for _ in range(3000):
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    _as_nobody(plant)
     for args in (["prune", "--broken", "--yes"], ["clear", "--yes"]):
         run = subprocess.run([GTCACHE, "--cache-dir", str(store.root), *args], capture_output=True, text=True,
                              timeout=300, check=False)
