@@ -314,10 +314,7 @@ def test_a_warm_killed_outright_takes_its_worker_and_compilers_along(tmp_path: p
     proc = subprocess.Popen([sys.executable, "-m", "gtcache_cli", "--cache-dir", str(store), "warm", "--manifest",
                              str(manifest), "--jobs", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "CXX": str(slow)})
-    deadline = time.monotonic() + 300
-    while not _compilers(store, proc.pid) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert proc.poll() is None and _compilers(store, proc.pid), "warm ended before a compiler started"
+    _await_compiler(store, proc)
     proc.kill()
     proc.communicate(timeout=60)
     deadline = time.monotonic() + 60
@@ -335,7 +332,6 @@ def test_a_worker_that_times_out_or_is_killed_leaves_no_compiler(tmp_path: pathl
     running, as did a dead worker (before); all of the worker's session is ended now. The
     compiler is one that takes 10 minutes for the store's builds."""
     import signal
-    import time
 
     store = tmp_path / "store"
     manifest = write(tmp_path / "warm.toml", """
@@ -349,10 +345,7 @@ def test_a_worker_that_times_out_or_is_killed_leaves_no_compiler(tmp_path: pathl
                              str(manifest), "--jobs", "1", "--json", *options], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "CXX": str(_slow_compiler(tmp_path, store))})
-    deadline = time.monotonic() + 300
-    while not _compilers(store, proc.pid) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert proc.poll() is None and _compilers(store, proc.pid), "warm ended before a compiler started"
+    _await_compiler(store, proc)
     if end == "worker killed":
         for worker in _processes_naming(store, b"gtcache.warm.worker"):
             os.kill(worker, signal.SIGKILL)
@@ -383,14 +376,8 @@ def test_an_interrupted_warm_on_a_dask_cluster_ends_its_workers_there(
         static_args = { alpha = [5.0, 6.0, 7.0] }
     """)
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        proc = subprocess.Popen([sys.executable, "-m", "gtcache_cli", "--cache-dir", str(store), "warm", "--manifest",
-                                 str(manifest), "--scheduler", cluster.scheduler_address],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        deadline = time.monotonic() + 300
-        while not _compilers(store, proc.pid) and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert proc.poll() is None and _compilers(store, proc.pid), "warm ended before a compiler started"
+        proc = _warm_on_dask(store, manifest, cluster.scheduler_address)
+        _await_compiler(store, proc)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 130, (out, err)
@@ -425,14 +412,8 @@ def test_an_interrupted_warm_is_not_held_by_an_unresponsive_dask_worker(
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         with distributed.Client(cluster) as client:
             dask_workers = set(client.run(os.getpid).values())
-        proc = subprocess.Popen([sys.executable, "-m", "gtcache_cli", "--cache-dir", str(store), "warm", "--manifest",
-                                 str(manifest), "--scheduler", cluster.scheduler_address],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        deadline = time.monotonic() + 300
-        while not _compilers(store, proc.pid) and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert proc.poll() is None and _compilers(store, proc.pid), "warm ended before a compiler started"
+        proc = _warm_on_dask(store, manifest, cluster.scheduler_address)
+        _await_compiler(store, proc)
         busy = {_parent(pid) for pid in _processes_naming(store, b"gtcache.warm.worker")}
         [idle] = dask_workers - busy
         os.kill(idle, signal.SIGSTOP)
@@ -453,6 +434,27 @@ def test_an_interrupted_warm_is_not_held_by_an_unresponsive_dask_worker(
 
 def _parent(pid: int) -> int:
     return int(pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _warm_on_dask(store: pathlib.Path, manifest: pathlib.Path, scheduler: str) -> subprocess.Popen[str]:
+    """``gtcache warm`` of ``manifest`` on the dask scheduler, started as a terminal would (SIGINT
+    ends it: Python ignores it in a process started in the background)."""
+    import signal
+
+    return subprocess.Popen([sys.executable, "-m", "gtcache_cli", "--cache-dir", str(store), "warm", "--manifest",
+                             str(manifest), "--scheduler", scheduler],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def _await_compiler(store: pathlib.Path, warm: subprocess.Popen[str]) -> None:
+    """Wait (at most 5 minutes) until a compiler of ``warm`` builds under ``store``."""
+    import time
+
+    deadline = time.monotonic() + 300
+    while not _compilers(store, warm.pid) and warm.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert warm.poll() is None and _compilers(store, warm.pid), "warm ended before a compiler started"
 
 
 def _slow_compiler(folder: pathlib.Path, store: pathlib.Path) -> pathlib.Path:
