@@ -388,7 +388,7 @@ def program_file(name: str) -> tuple[str, os.stat_result | None] | None:
         if folder in seen:
             continue
         seen.add(folder)
-        candidate = os.path.join(folder, name)
+        candidate = f"{folder}/{name}" if folder else name  # (``os.path.join``'s result, less its cost)
         try:  # ``shutil.which``'s test: exists, is not a folder, may be run
             if S_ISDIR(os.stat(candidate).st_mode) or not os.access(candidate, os.X_OK):
                 continue

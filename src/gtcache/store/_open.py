@@ -39,7 +39,8 @@ def open_store(
     # through it. A symlink on the way (one in a sticky /tmp-like folder: anyone may own
     # it) could otherwise be re-pointed at another tree after the checks (a helper's attack).
     path = resolve_store_path(root)
-    layout = path / _layout.LAYOUT_FILE
+    text = os.fspath(path)  # (paths as text below: pathlib objects cost a first hit)
+    layout = f"{text}/{_layout.LAYOUT_FILE}"
     data = _read_layout(layout)
     if data is None:
         if not create or read_only:
@@ -53,22 +54,22 @@ def open_store(
     index = resolve_store_path(index_dir) if index_dir else None
     problem = None
     try:
-        check_store(path, index, trust)
+        check_store(path, index, trust, resolved=True)
     except UntrustedStoreError as error:
         if not allow_untrusted:
             raise
         problem, read_only = str(error), True
-    writable = os.access(path, os.W_OK) and os.access(path / _layout.ENTRIES_DIR, os.W_OK)
+    writable = os.access(text, os.W_OK) and os.access(f"{text}/{_layout.ENTRIES_DIR}", os.W_OK)
     return Store(
         path, index_dir=index, read_only=read_only or not writable, trust=trust, trust_problem=problem,
-        modes=StoreModes.of_root(os.stat(path).st_mode),
+        modes=StoreModes.of_root(os.stat(text).st_mode),
     )
 
 
 def resolve_store_path(path: str | os.PathLike[str]) -> pathlib.Path:
     """Where ``open_store`` uses a store (or an index folder) given as ``path``: ``~`` expanded,
     symlinks resolved (what ``ls``, ``dir`` and ``doctor`` print)."""
-    return pathlib.Path(os.path.realpath(pathlib.Path(path).expanduser()))
+    return pathlib.Path(os.path.realpath(os.path.expanduser(path)))
 
 
 #: What a store (or one being created by another process right now) may hold.
@@ -111,7 +112,7 @@ def _create(path: pathlib.Path) -> None:
         raise GtcacheError(f"Cannot create a store at '{path}': {error.strerror or error}.") from None
 
 
-def _read_layout(layout: pathlib.Path) -> bytes | None:
+def _read_layout(layout: str) -> bytes | None:
     """The layout file's bytes (one open, a lookup's first step; never a symlink or a FIFO,
     which could block); None when there is none. A store's is about 60 bytes."""
     try:
@@ -126,7 +127,7 @@ def _read_layout(layout: pathlib.Path) -> bytes | None:
         raise GtcacheError(f"Cannot read '{layout}': {error.strerror or error}.") from None
 
 
-def _check_layout(path: pathlib.Path, layout: pathlib.Path, data: bytes | None) -> None:
+def _check_layout(path: pathlib.Path, layout: str, data: bytes | None) -> None:
     try:
         value = json.loads(data) if data is not None else None
     except ValueError as error:

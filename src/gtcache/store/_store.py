@@ -109,6 +109,8 @@ class Store:
         self._root = os.fspath(root)
         self.read_only = read_only
         self.index_dir = index_dir if index_dir is not None else root / _layout.INDEX_DIR
+        #: Whether the index is the store's own ``index`` folder (a fixed folder then).
+        self._index_inside = index_dir is None or os.fspath(index_dir) == f"{self._root}/{_layout.INDEX_DIR}"
         #: Whose entry files ``lookup`` accepts (``None``: anyone's; see ``_trust.py``).
         self.trust = trust
         #: Why the store is not trusted, when opened anyway (``allow_untrusted``): then read-only.
@@ -934,7 +936,7 @@ class Store:
     def fixed_folders(self) -> tuple[pathlib.Path, ...]:
         """The store's own folders (and ``index`` when it lives in the store)."""
         folders = tuple(self.root / name for name in _layout.FIXED_DIRS)
-        if self.index_dir == self.root / _layout.INDEX_DIR:
+        if self._index_inside:
             folders += (self.index_dir,)
         return folders
 
@@ -944,20 +946,23 @@ class Store:
         Checked once per ``Store`` (one ``lstat`` per folder), never on lookups; every
         write refuses while one is found (``verify --repair`` mends them).
         """
-        if self._unsafe is None:
+        if self._unsafe is None:  # (paths as text: a first hit makes no pathlib objects here)
             found = []
-            for path in self.fixed_folders():
+            folders = [f"{self._root}/{name}" for name in _layout.FIXED_DIRS]
+            if self._index_inside:
+                folders.append(f"{self._root}/{_layout.INDEX_DIR}")
+            for path in folders:
                 try:
                     mode = os.lstat(path).st_mode
                 except FileNotFoundError:
                     continue
                 except OSError as error:
-                    found.append((path, f"unreadable ({error.strerror})"))
+                    found.append((pathlib.Path(path), f"unreadable ({error.strerror})"))
                     continue
                 if stat.S_ISLNK(mode):
-                    found.append((path, "a symbolic link"))
+                    found.append((pathlib.Path(path), "a symbolic link"))
                 elif not stat.S_ISDIR(mode):
-                    found.append((path, "not a folder"))
+                    found.append((pathlib.Path(path), "not a folder"))
             self._unsafe = tuple(found)
         return self._unsafe
 

@@ -204,17 +204,20 @@ class TrustPolicy:
         return None if problem is None else f"file {problem.partition(';')[0]}, so it is not loaded."
 
 
-def check_store(root: pathlib.Path, index_dir: pathlib.Path | None, policy: TrustPolicy) -> None:
-    """Raise ``UntrustedStoreError`` unless the store at ``root`` (and its index) is safe to use."""
+def check_store(
+    root: pathlib.Path, index_dir: pathlib.Path | None, policy: TrustPolicy, *, resolved: bool = False,
+) -> None:
+    """Raise ``UntrustedStoreError`` unless the store at ``root`` (and its index) is safe to use
+    (``resolved``: both paths are already ``os.path.realpath``'s, as ``open_store`` makes them)."""
     if policy.anyone:
         return
-    real = os.path.realpath(root)
+    real = os.fspath(root) if resolved else os.path.realpath(root)
     ancestors = _ancestors(real)
     checks: list[tuple[str, bool]] = [(parent, True) for parent in ancestors]
     checks.append((real, False))
     checks += [(f"{real}/{name}", False) for name in _FIXED_FOLDERS]
     if index_dir is not None:
-        real_index = os.path.realpath(index_dir)
+        real_index = os.fspath(index_dir) if resolved else os.path.realpath(index_dir)
         checks += [(parent, True) for parent in _ancestors(real_index) if parent not in ancestors]
         checks.append((real_index, False))
     for path, is_ancestor in checks:
