@@ -686,6 +686,43 @@ def test_a_store_reached_through_a_symlink_is_used_where_it_was_checked(public: 
     assert opened.lookup(key) is not None
 
 
+def test_a_store_path_made_a_symlink_after_it_was_resolved_is_not_created_through(
+    public: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A store that does not exist yet, in a sticky folder: another user makes its path a
+    symlink to a folder of the reader's just after ``open_store`` resolved it (a helper's
+    race, forced here: the plant runs right after the resolution). The store was made
+    wherever the link pointed (``mkdir -p`` follows links); now it is refused, and nothing is
+    made there."""
+    sticky = public / "sticky"
+    sticky.mkdir(mode=0o777)
+    os.chmod(sticky, 0o1777)
+    elsewhere = public / "readers-own"
+    elsewhere.mkdir()
+    path = sticky / "store" / "sub"
+    resolve = gtcache.store._open.resolve_store_path
+
+    def resolved_then_planted(root: Any) -> pathlib.Path:
+        real = resolve(root)
+        pid = os.fork()
+        if pid == 0:  # the other user
+            try:
+                os.setgroups([])
+                os.setgid(NOGROUP)
+                os.setuid(NOBODY)
+                os.symlink(elsewhere, sticky / "store")
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        assert (sticky / "store").is_symlink()
+        return real
+
+    monkeypatch.setattr(gtcache.store._open, "resolve_store_path", resolved_then_planted)
+    with pytest.raises(gtcache.GtcacheError, match="symbolic link"):
+        gtcache.open_store(path)
+    assert list(elsewhere.iterdir()) == [], "the store was made through the planted link"
+
+
 @pytest.fixture
 def private_group_user() -> Iterator[str]:
     """A user with a user private group (``useradd --user-group``), removed afterwards with
