@@ -501,6 +501,7 @@ def test_an_import_stopped_while_it_publishes_leaves_nothing(tmp_path: pathlib.P
     assert entries(root) == [] and list((root / "tmp").iterdir()) == []
 
 
+@pytest.mark.slow  # (about 8 s: the suite, not make test-fast)
 def test_an_import_keeps_one_record_in_memory_at_a_time(tmp_path: pathlib.Path) -> None:
     """Records are checked all before anything is published, but not kept: a bundle of eight
     records of 3.4 MiB (a JSON list of short strings: some 40 MiB each once parsed) takes

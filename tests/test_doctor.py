@@ -59,7 +59,7 @@ def test_text_output_ends_with_the_verdict(tmp_path: pathlib.Path) -> None:
     assert proc.stdout.strip().splitlines()[-1].startswith("gtcache is active")
 
 
-@pytest.mark.parametrize("lifetime", ["persistent", "session"])
+@pytest.mark.parametrize("lifetime", ["persistent", pytest.param("session", marks=pytest.mark.slow)])
 def test_gt4py_persistent_build_cache_is_noted(tmp_path: pathlib.Path, lifetime: str) -> None:
     """gt4py's persistent build cache reuses builds whatever the toolchain (keys.md, Known gaps): a
     note, not a reason to exit 1."""

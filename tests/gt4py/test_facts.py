@@ -634,6 +634,7 @@ def test_a_damaged_source_fact_is_replaced_not_kept(tmp_path: pathlib.Path) -> N
     assert not run()["source_read"]
 
 
+@pytest.mark.slow  # (about 8 s: the suite, not make test-fast)
 def test_a_process_that_writes_facts_removes_other_environments_old_ones_at_exit(tmp_path: pathlib.Path) -> None:
     """Every upgrade of gtcache or gt4py (another environment digest) leaves a main file and
     up to 256 shards nothing reads again: a process that writes facts removes, at its exit,
@@ -687,6 +688,7 @@ def test_a_process_that_writes_facts_removes_other_environments_old_ones_at_exit
     assert not again.exists() and own_shard.exists() and mine.exists()
 
 
+@pytest.mark.slow  # (about 8 s: the suite, not make test-fast)
 def test_a_facts_file_too_large_or_nested_too_deep_is_ignored(tmp_path: pathlib.Path) -> None:
     """``read_facts`` checks size and owner before it reads, and a JSON nested past Python's
     recursion limit is a damaged file like any other (ignored and rewritten), not a crash."""

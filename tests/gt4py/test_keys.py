@@ -1135,8 +1135,17 @@ print(json.dumps("cpu_features" in found))
 """
 
 
-@pytest.mark.parametrize("flags", ["-O3 -march=native", "-O2 -mcpu=native", "-xHost -O3", "-O3", "-march=x86-64-v2"])
-@pytest.mark.parametrize("where", ["CXXFLAGS", "toolchain file", "cmake_extra_flags"])
+#: Each place once with a flag naming the CPU and CXXFLAGS once with one that does not run in
+#: ``make test-fast``; every pair in the suite (a process each, about 2 s).
+_NATIVE_FAST = {("CXXFLAGS", "-O3 -march=native"), ("toolchain file", "-O2 -mcpu=native"),
+                ("cmake_extra_flags", "-xHost -O3"), ("CXXFLAGS", "-O3")}
+
+
+@pytest.mark.parametrize(("where", "flags"), [
+    pytest.param(where, flags, marks=() if (where, flags) in _NATIVE_FAST else pytest.mark.slow)
+    for where in ("CXXFLAGS", "toolchain file", "cmake_extra_flags")
+    for flags in ("-O3 -march=native", "-O2 -mcpu=native", "-xHost -O3", "-O3", "-march=x86-64-v2")
+])
 def test_gtfn_built_for_the_cpu_at_hand_is_keyed_by_it(tmp_path: pathlib.Path, flags: str, where: str) -> None:
     """gtfn code built with flags for the CPU at hand (``-march=native``, ``-mcpu=native`` on
     aarch64 and POWER, Intel's ``-xHost``) runs on that CPU model only: its key names the CPU,

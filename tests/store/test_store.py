@@ -274,6 +274,7 @@ def test_corrupt_index_is_rebuilt(tmp_path: pathlib.Path) -> None:
     assert scan.index == "rebuilt"
 
 
+@pytest.mark.slow  # (about 8 s: the suite, not make test-fast)
 def test_an_index_another_process_holds_locked_is_not_waited_for_nor_dropped(tmp_path: pathlib.Path) -> None:
     """Another process holds the index database's write lock (a long scan, a stuck process): a
     scan waited 60 s (diskcache retries its opening) and then deleted that process's database
