@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from gtcache.store._lock import STALE, StoreLock, _judge_stale
+from gtcache.store._lock import STALE, StoreLock, _judge_stale, start_ticks
 from tests.helpers import run_python
 
 #: Holds a lock (argv: path, method) until stdin closes, printing what it got.
@@ -81,7 +81,10 @@ def test_lock_files_of_other_hosts_count_until_they_go_stale(tmp_path: pathlib.P
     old = time.time() - STALE - 5
     os.utime(path, (old, old))
     assert lock.acquire(timeout=2), "not refreshed for longer than STALE: its holder is gone"
-    assert path.read_text().split() == [str(os.getpid()), socket.gethostname()]
+    assert path.read_bytes()[:256].decode().strip().split() == [str(os.getpid()), socket.gethostname()], (
+        "the 256 bytes older gtcache reads (and strips): 'pid host', judged as they always were"
+    )
+    assert path.read_text().split() == [str(os.getpid()), socket.gethostname(), "started", start_ticks(os.getpid())]
     lock.release()
 
 
@@ -324,12 +327,14 @@ def test_lock_files_get_the_mode_asked_whatever_the_umask(tmp_path: pathlib.Path
         lock.release()
 
 
-def test_a_live_holder_this_contender_may_not_signal_is_never_judged_stale() -> None:
+@pytest.mark.parametrize("written_by", ["older gtcache", "gtcache"])
+def test_a_live_holder_this_contender_may_not_signal_is_never_judged_stale(written_by: str) -> None:
     """A lock file of this host whose holder is alive but another user's process (``kill``
     answers EPERM, not "no such process": here pid 1, root's, seen by an unprivileged
     contender) is held: the contender waits and gives up, the lock file stays. Taking it over
     would run the work twice at once, as a shared store's users do (a mutation audit: EPERM
-    counted as dead went unnoticed; the suite's contenders all run as root)."""
+    counted as dead went unnoticed; the suite's contenders all run as root). The same for a
+    lock file older gtcache wrote (``pid host`` alone, no start time to compare)."""
     import shutil
     import tempfile
 
@@ -337,7 +342,10 @@ def test_a_live_holder_this_contender_may_not_signal_is_never_judged_stale() -> 
     try:
         os.chmod(folder, 0o777)  # the unprivileged contender may create (and take over) lock files here
         path = folder / "x.lock"
-        path.write_text(f"1 {socket.gethostname()}\n")
+        holder = f"1 {socket.gethostname()}\n"
+        if written_by == "gtcache":
+            holder = holder.ljust(256) + f"started {start_ticks(1)}\n"
+        path.write_text(holder)
         code = """
             import os, pathlib, sys
             from gtcache.store._lock import StoreLock
@@ -347,8 +355,71 @@ def test_a_live_holder_this_contender_may_not_signal_is_never_judged_stale() -> 
             print("HELD" if StoreLock(pathlib.Path(sys.argv[1]), "files").acquire(0.3) else "NOT")
         """
         assert run_python(code, str(path)).split() == ["NOT"]
-        assert path.read_text() == f"1 {socket.gethostname()}\n", "the holder's lock file is left as it was"
+        assert path.read_text() == holder, "the holder's lock file is left as it was"
     finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _given_pid(pid: int, user: int) -> subprocess.Popen[bytes] | None:
+    """A process of ``user`` (``sleep``) that the kernel gave the freed ``pid``: the pid
+    counter set just below it (``ns_last_pid``, root's); None when another fork took it first."""
+    with open("/proc/sys/kernel/ns_last_pid", "w") as counter:
+        counter.write(str(pid - 1))
+    proc = subprocess.Popen(["sleep", "60"], user=user, group=user, extra_groups=[])
+    if proc.pid == pid:
+        return proc
+    proc.kill()
+    proc.wait()
+    return None
+
+
+def test_a_lock_whose_dead_holders_pid_went_to_another_users_process_is_taken_over() -> None:
+    """The holder dies holding a lock file; the kernel gives its pid to a process of uid 65534
+    (real pid reuse); a contender of uid 1234 (``kill`` answers EPERM: someone else's, alive)
+    takes the lock over at once, by the start time the lock file recorded. Catches: a reused
+    pid judged the live holder, the lock standing until ``STALE`` (60 s), every contender
+    waiting its ``GTCACHE_WAIT`` out. The process given the pid is left alone."""
+    import shutil
+    import tempfile
+
+    if not os.access("/proc/sys/kernel/ns_last_pid", os.W_OK):
+        pytest.skip("the pid counter cannot be set here (ns_last_pid): no pid to reuse on purpose")
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="gtcache-lock-", dir="/tmp"))
+    reuser = None
+    try:
+        os.chmod(folder, 0o777)  # the unprivileged contender may create (and take over) lock files here
+        path = folder / "x.lock"
+        for _ in range(50):  # (another fork on the machine may take the pid first)
+            holder, (state, _) = start_holder(path, "files", end="die")
+            assert state == "HELD"
+            stop(holder)  # dead and reaped: its pid is free
+            assert path.read_text().split()[:1] == [str(holder.pid)], "its lock file names it"
+            reuser = _given_pid(holder.pid, 65534)
+            if reuser is not None:
+                break
+            path.unlink()
+        assert reuser is not None, "the pid could not be reused on purpose in 50 tries"
+        code = """
+            import os, pathlib, sys, time
+            from gtcache.store._lock import StoreLock
+            os.setgroups([])
+            os.setresgid(1234, 1234, 1234)
+            os.setresuid(1234, 1234, 1234)
+            try:
+                os.kill(int(sys.argv[2]), 0)
+            except PermissionError:
+                print("EPERM")
+            lock = StoreLock(pathlib.Path(sys.argv[1]), "files")
+            started = time.monotonic()
+            print("HELD" if lock.acquire(20) else "NOT", round(time.monotonic() - started))
+            lock.release()
+        """
+        assert run_python(code, str(path), str(reuser.pid)).split() == ["EPERM", "HELD", "0"]
+        assert reuser.poll() is None, "the process given the pid is left alone"
+    finally:
+        if reuser is not None:
+            reuser.kill()
+            reuser.wait()
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -13,11 +13,11 @@ Two methods, chosen by ``GTCACHE_LOCKING``:
   waiter that then wins the lock on the removed file sees that the path no
   longer names its file and tries again, so no lock files pile up.
 - ``files``: ``<name>.lock`` created with ``O_EXCL`` (atomic on every file
-  system, Lustre and NFSv3+ included), holding ``pid host``; the holder
-  refreshes its modification time every ``HEARTBEAT`` seconds (through transient
-  errors, until released). A lock file is stale when its process is gone (same
-  host) or it has not been refreshed for ``STALE`` seconds (any host), and the
-  next contender takes it over.
+  system, Lustre and NFSv3+ included), holding ``pid host`` and the holder's start
+  time; the holder refreshes its modification time every ``HEARTBEAT`` seconds
+  (through transient errors, until released). A lock file is stale when its process
+  is gone (same host) or it has not been refreshed for ``STALE`` seconds (any host),
+  and the next contender takes it over.
 - ``auto`` (default): ``flock``, and ``files`` in every folder whose file
   system answers ``flock`` with ENOSYS, EOPNOTSUPP or ENOLCK (Lustre mounted
   without ``flock``, some NFS set-ups).
@@ -40,6 +40,19 @@ lock file is, and removed the same way. Two hold the lock only if a live holder
 is judged stale (not refreshed for ``STALE`` seconds), or two contenders remove
 a dead contender's break file at once; no harm comes of that (the work is done
 twice).
+
+Telling a dead holder from a reused pid. ``kill(pid, 0)`` says only that *some* process
+has the pid: once the holder died the kernel may hand its pid to another process, and
+``kill`` then succeeds (or answers EPERM, for another user's process): the lock stood
+until ``STALE``, every contender waiting up to its ``GTCACHE_WAIT``. So a lock file also records
+its holder's start time (``starttime``, field 22 of ``/proc/<pid>/stat``: clock ticks since
+boot, fixed for a process's life), and a live process with the pid but another start time
+is not the holder: the lock is stale. The file reads ``pid host``, spaces up to byte 256,
+then ``started <ticks>``: older gtcache reads only the first 256 bytes and strips them,
+so it still reads ``pid host`` and judges as it did. A lock file without the start
+time (an older gtcache's, one half-written, or its holder's ``/proc`` unreadable) and a
+holder whose ``/proc/<pid>/stat`` this contender may not read (``hidepid``) are judged by
+``kill`` alone, as before.
 
 Lock files get the store's file mode (``Store.modes``): group-writable in a
 group-shared store, so that its members can lock and take over each other's locks.
@@ -234,8 +247,38 @@ _Identity = tuple[int, int, str]
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
 
 
+#: The bytes of a lock file older gtcache read (and stripped): ``pid host`` is padded to them.
+_OLD_HOLDER_BYTES = 256
+#: The bytes of a lock file read: ``pid host``, the padding, ``started <ticks>``.
+_HOLDER_BYTES = 512
+#: This process's start time as ``start_ticks`` reads it (by pid: a forked child is another process).
+_own_start: dict[int, str | None] = {}
+
+
 def _holder() -> bytes:
-    return f"{os.getpid()} {_HOST}\n".encode()
+    """What a lock file holds: ``pid host``, padded for older gtcache, then ``started <ticks>``
+    (see the module docstring); ``pid host`` alone where this process's start time is unknown."""
+    pid = os.getpid()
+    if pid not in _own_start:
+        _own_start[pid] = start_ticks(pid)
+    first = f"{pid} {_HOST}\n"
+    started = _own_start[pid]
+    if started is None:
+        return first.encode()
+    return first.encode().ljust(_OLD_HOLDER_BYTES, b" ") + f"started {started}\n".encode()
+
+
+def start_ticks(pid: int) -> str | None:
+    """When process ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat``, field 22:
+    fixed for the process's life, so another process given the pid later has another), as
+    text; None where it cannot be read (no ``/proc``, no such process, ``hidepid``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            fields = file.read().rpartition(b")")[2].split()  # (the name may hold spaces and parentheses)
+        ticks = fields[19].decode("ascii")
+    except (OSError, IndexError, UnicodeDecodeError):
+        return None
+    return ticks if ticks.isdigit() else None
 
 
 def _judge_stale(path: pathlib.Path) -> _Identity | None:
@@ -279,7 +322,7 @@ def _identity(path: pathlib.Path) -> _Identity:
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     try:
         st = os.fstat(fd)
-        return st.st_ino, st.st_mtime_ns, os.read(fd, 256).decode("utf-8", errors="replace")
+        return st.st_ino, st.st_mtime_ns, os.read(fd, _HOLDER_BYTES).decode("utf-8", errors="replace")
     finally:
         os.close(fd)
 
@@ -315,19 +358,27 @@ def flock_works(fd: int) -> bool:
 
 
 def _stale(holder: str, age: float) -> bool:
-    """Whether a lock file with ``holder`` ("pid host"), last refreshed ``age`` seconds ago, is stale."""
+    """Whether a lock file with ``holder`` (what ``_holder`` wrote), last refreshed ``age``
+    seconds ago, is stale."""
     if age > STALE:
         return True
-    pid_text, _, host = holder.strip().partition(" ")
+    first, _, rest = holder.partition("\n")
+    pid_text, _, host = first.strip().partition(" ")
     if host != _HOST or not pid_text.isdigit():
         return False  # a half-written or foreign holder: only its age tells
     try:
         os.kill(int(pid_text), 0)
     except ProcessLookupError:
         return True
-    except OSError:  # alive, but someone else's
-        return False
-    return False
+    except OSError:  # alive, but someone else's: the holder, or a process given its pid since
+        pass
+    words = rest.split()
+    if words[:1] != ["started"] or len(words) < 2 or not words[1].isdigit():
+        return False  # an older gtcache's lock file (or one half-written): the pid alone tells
+    now = start_ticks(int(pid_text))
+    # Another start time: the holder died and its pid went to another process. None: this
+    # contender may not read the process's /proc entry (hidepid): judged alive, as before.
+    return now is not None and now != words[1]
 
 
 def fs_now(folder: pathlib.Path) -> float:
