@@ -15,7 +15,7 @@ import time
 import pytest
 
 from gtcache.store._lock import STALE, StoreLock, _judge_stale, start_ticks
-from tests.helpers import run_python
+from tests.helpers import can_give_pids, process_given_pid, run_python
 
 #: Holds a lock (argv: path, method) until stdin closes, printing what it got.
 HOLDER = """
@@ -360,19 +360,6 @@ def test_a_live_holder_this_contender_may_not_signal_is_never_judged_stale(writt
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _given_pid(pid: int, user: int) -> subprocess.Popen[bytes] | None:
-    """A process of ``user`` (``sleep``) that the kernel gave the freed ``pid``: the pid
-    counter set just below it (``ns_last_pid``, root's); None when another fork took it first."""
-    with open("/proc/sys/kernel/ns_last_pid", "w") as counter:
-        counter.write(str(pid - 1))
-    proc = subprocess.Popen(["sleep", "60"], user=user, group=user, extra_groups=[])
-    if proc.pid == pid:
-        return proc
-    proc.kill()
-    proc.wait()
-    return None
-
-
 def test_a_lock_whose_dead_holders_pid_went_to_another_users_process_is_taken_over() -> None:
     """The holder dies holding a lock file; the kernel gives its pid to a process of uid 65534
     (real pid reuse); a contender of uid 1234 (``kill`` answers EPERM: someone else's, alive)
@@ -382,7 +369,7 @@ def test_a_lock_whose_dead_holders_pid_went_to_another_users_process_is_taken_ov
     import shutil
     import tempfile
 
-    if not os.access("/proc/sys/kernel/ns_last_pid", os.W_OK):
+    if not can_give_pids():
         pytest.skip("the pid counter cannot be set here (ns_last_pid): no pid to reuse on purpose")
     folder = pathlib.Path(tempfile.mkdtemp(prefix="gtcache-lock-", dir="/tmp"))
     reuser = None
@@ -394,7 +381,7 @@ def test_a_lock_whose_dead_holders_pid_went_to_another_users_process_is_taken_ov
             assert state == "HELD"
             stop(holder)  # dead and reaped: its pid is free
             assert path.read_text().split()[:1] == [str(holder.pid)], "its lock file names it"
-            reuser = _given_pid(holder.pid, 65534)
+            reuser = process_given_pid(holder.pid, 65534)
             if reuser is not None:
                 break
             path.unlink()
