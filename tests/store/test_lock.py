@@ -84,7 +84,8 @@ def test_lock_files_of_other_hosts_count_until_they_go_stale(tmp_path: pathlib.P
     assert path.read_bytes()[:256].decode().strip().split() == [str(os.getpid()), socket.gethostname()], (
         "the 256 bytes older gtcache reads (and strips): 'pid host', judged as they always were"
     )
-    assert path.read_text().split() == [str(os.getpid()), socket.gethostname(), "started", start_ticks(os.getpid())]
+    assert path.read_text().split() == [str(os.getpid()), socket.gethostname(), "started", start_ticks(os.getpid()),
+                                        "pidns", str(os.stat("/proc/self/ns/pid").st_ino)]
     lock.release()
 
 
@@ -344,7 +345,7 @@ def test_a_live_holder_this_contender_may_not_signal_is_never_judged_stale(writt
         path = folder / "x.lock"
         holder = f"1 {socket.gethostname()}\n"
         if written_by == "gtcache":
-            holder = holder.ljust(256) + f"started {start_ticks(1)}\n"
+            holder = holder.ljust(256) + f"started {start_ticks(1)} pidns {os.stat('/proc/self/ns/pid').st_ino}\n"
         path.write_text(holder)
         code = """
             import os, pathlib, sys
@@ -478,3 +479,44 @@ def test_a_lock_file_taken_over_is_left_to_its_new_holder_by_the_one_it_was_take
     first.release()
     assert path.read_text() == f"{os.getppid()} {socket.gethostname()}\n"
     assert not StoreLock(path, "files").acquire(0), "held by the new holder"
+
+
+#: Holds a lock (argv: path) until stdin closes, printing what it got and its pid.
+HOLDER_PID = """
+import os, pathlib, sys
+from gtcache.store._lock import StoreLock
+lock = StoreLock(pathlib.Path(sys.argv[1]), "files")
+print("HELD" if lock.acquire(5) else "NOT", os.getpid(), flush=True)
+sys.stdin.read()
+lock.release()
+"""
+
+
+def test_a_lock_held_in_another_pid_namespace_is_judged_by_its_age() -> None:
+    """A holder in a pid namespace of its own (a container with this host's name) records pid 1,
+    here another process (init) that started at another time: its live lock is not taken for
+    a dead holder's whose pid went elsewhere, but waited for (and taken over once not refreshed
+    for ``STALE``, as another host's). Catches: the start time compared across pid namespaces."""
+    import tempfile
+
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="gtcache-lock-", dir="/tmp"))
+    path = folder / "x.lock"
+    # pid 1 of a pid namespace of its own, with its own /proc, as in a container
+    holder = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c",
+                               textwrap.dedent(HOLDER_PID), str(path)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().split() == ["HELD", "1"]
+        assert "pidns" in path.read_text(), "the holder's /proc told its start time and namespace"
+        lock = StoreLock(path, "files")
+        assert not lock.acquire(timeout=0.5), "held, by a live process of another pid namespace"
+        old = time.time() - STALE - 5
+        os.utime(path, (old, old))
+        assert lock.acquire(timeout=2), "not refreshed for longer than STALE: its holder is gone"
+        lock.release()
+    finally:
+        holder.communicate("", timeout=30)
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)

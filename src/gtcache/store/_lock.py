@@ -47,12 +47,15 @@ has the pid: once the holder died the kernel may hand its pid to another process
 until ``STALE``, every contender waiting up to its ``GTCACHE_WAIT``. So a lock file also records
 its holder's start time (``starttime``, field 22 of ``/proc/<pid>/stat``: clock ticks since
 boot, fixed for a process's life), and a live process with the pid but another start time
-is not the holder: the lock is stale. The file reads ``pid host``, spaces up to byte 256,
-then ``started <ticks>``: older gtcache reads only the first 256 bytes and strips them,
-so it still reads ``pid host`` and judges as it did. A lock file without the start
-time (an older gtcache's, one half-written, or its holder's ``/proc`` unreadable) and a
-holder whose ``/proc/<pid>/stat`` this contender may not read (``hidepid``) are judged by
-``kill`` alone, as before.
+is not the holder: the lock is stale. With it goes the holder's pid namespace (the inode of
+``/proc/self/ns/pid``): a pid recorded in another namespace (a container of the same host
+name) names no process here, and such a lock file is judged by its age alone, as another
+host's. The file reads ``pid host``, spaces up to byte 256, then ``started <ticks> pidns
+<inode>``: older gtcache reads only the first 256 bytes and strips them, so it still reads
+``pid host`` and judges as it did. A lock file without them (an older gtcache's, one
+half-written, or its holder's ``/proc`` unreadable or another namespace's) and a holder
+whose ``/proc/<pid>/stat`` this contender may not read (``hidepid``) are judged by ``kill``
+alone, as before.
 
 Lock files get the store's file mode (``Store.modes``): group-writable in a
 group-shared store, so that its members can lock and take over each other's locks.
@@ -249,23 +252,37 @@ _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
 
 #: The bytes of a lock file older gtcache read (and stripped): ``pid host`` is padded to them.
 _OLD_HOLDER_BYTES = 256
-#: The bytes of a lock file read: ``pid host``, the padding, ``started <ticks>``.
+#: The bytes of a lock file read: ``pid host``, the padding, ``started <ticks> pidns <inode>``.
 _HOLDER_BYTES = 512
-#: This process's start time as ``start_ticks`` reads it (by pid: a forked child is another process).
-_own_start: dict[int, str | None] = {}
+#: This process's start time and pid namespace (``_own_process``), by pid: a forked child is another process.
+_own: dict[int, tuple[str, str] | None] = {}
+
+
+def _own_process() -> tuple[str, str] | None:
+    """This process's start time (``start_ticks``) and pid namespace (the inode of
+    ``/proc/self/ns/pid``); None where ``/proc`` cannot tell them, or is another pid
+    namespace's (its ``self`` is not this pid: a ``/proc`` not mounted anew in a container)."""
+    pid = os.getpid()
+    if pid not in _own:
+        try:
+            ours = os.readlink("/proc/self") == str(pid)
+            namespace = str(os.stat("/proc/self/ns/pid").st_ino)
+        except OSError:
+            ours, namespace = False, ""
+        ticks = start_ticks(pid) if ours else None
+        _own[pid] = (ticks, namespace) if ticks is not None else None
+    return _own[pid]
 
 
 def _holder() -> bytes:
-    """What a lock file holds: ``pid host``, padded for older gtcache, then ``started <ticks>``
-    (see the module docstring); ``pid host`` alone where this process's start time is unknown."""
-    pid = os.getpid()
-    if pid not in _own_start:
-        _own_start[pid] = start_ticks(pid)
-    first = f"{pid} {_HOST}\n"
-    started = _own_start[pid]
-    if started is None:
-        return first.encode()
-    return first.encode().ljust(_OLD_HOLDER_BYTES, b" ") + f"started {started}\n".encode()
+    """What a lock file holds: ``pid host``, padded for older gtcache, then ``started <ticks>
+    pidns <inode>`` (see the module docstring); ``pid host`` alone where ``/proc`` cannot
+    tell this process's start time."""
+    first = f"{os.getpid()} {_HOST}\n".encode()
+    own = _own_process()
+    if own is None:
+        return first
+    return first.ljust(_OLD_HOLDER_BYTES, b" ") + f"started {own[0]} pidns {own[1]}\n".encode()
 
 
 def start_ticks(pid: int) -> str | None:
@@ -366,19 +383,24 @@ def _stale(holder: str, age: float) -> bool:
     pid_text, _, host = first.strip().partition(" ")
     if host != _HOST or not pid_text.isdigit():
         return False  # a half-written or foreign holder: only its age tells
+    words = rest.split()
+    recorded = dict(zip(words[::2], words[1::2], strict=False))  # started <ticks> pidns <inode>; none: older gtcache's
+    own = _own_process()
+    if "pidns" in recorded and (own is None or recorded["pidns"] != own[1]):
+        return False  # a pid of another pid namespace (a container of this host name): only its age tells
     try:
         os.kill(int(pid_text), 0)
     except ProcessLookupError:
         return True
     except OSError:  # alive, but someone else's: the holder, or a process given its pid since
         pass
-    words = rest.split()
-    if words[:1] != ["started"] or len(words) < 2 or not words[1].isdigit():
+    started = recorded.get("started", "")
+    if not started.isdigit() or own is None:
         return False  # an older gtcache's lock file (or one half-written): the pid alone tells
     now = start_ticks(int(pid_text))
     # Another start time: the holder died and its pid went to another process. None: this
     # contender may not read the process's /proc entry (hidepid): judged alive, as before.
-    return now is not None and now != words[1]
+    return now is not None and now != started
 
 
 def fs_now(folder: pathlib.Path) -> float:
