@@ -55,6 +55,26 @@ def run_python(code: str, *args: str, env: dict[str, str] | None = None, timeout
     return proc.stdout
 
 
+def can_give_pids() -> bool:
+    """Whether this process may set the pid counter (``process_given_pid``: root, and a
+    ``/proc/sys`` not mounted read-only)."""
+    return os.access("/proc/sys/kernel/ns_last_pid", os.W_OK)
+
+
+def process_given_pid(pid: int, user: int, *, session: bool = False) -> subprocess.Popen[bytes] | None:
+    """A process of ``user`` (``sleep 60``; ``session``: leading a session of its own) that
+    the kernel gave the free ``pid``, as pids are reused: the pid counter is set just below
+    it (``ns_last_pid``). None when the pid is taken, or another fork took it first."""
+    with open("/proc/sys/kernel/ns_last_pid", "w") as counter:
+        counter.write(str(pid - 1))
+    proc = subprocess.Popen(["sleep", "60"], user=user, group=user, extra_groups=[], start_new_session=session)
+    if proc.pid == pid:
+        return proc
+    proc.kill()
+    proc.wait()
+    return None
+
+
 @contextlib.contextmanager
 def loop_devices() -> Iterator[None]:
     """Held while a test loop-mounts images: ``make test`` runs the compatibility subset beside

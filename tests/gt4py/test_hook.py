@@ -263,6 +263,22 @@ def test_runs_are_recorded_in_the_ledger(tmp_path: pathlib.Path) -> None:
     }, "what 'gtcache warm --from-ledger' needs to compile it again"
 
 
+def test_a_run_through_the_hook_keeps_no_word_of_its_command_line(tmp_path: pathlib.Path) -> None:
+    """A model run started as ``run.py --token=... /home/alice/grant-4711/in.nc``: its run file
+    (which every user who may read the store may read) names it ``run.py`` and holds no word of
+    its arguments. Catches: the hook's summary keeping ``sys.argv[:4]``."""
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    env = {**os.environ, "PYTHONPATH": pythonpath(project), "PYTHONDONTWRITEBYTECODE": "1", "GTCACHE_DIR": str(store)}
+    subprocess.run([sys.executable, str(project / "run.py"), "--token=s3cr3t-t0ken", "/home/alice/grant-4711/in.nc"],
+                   env=env, check=True, capture_output=True, timeout=600)
+    (run_file,) = (store / "ledger").glob("*.json")
+    text = run_file.read_text()
+    assert "s3cr3t" not in text and "grant-4711" not in text and str(project) not in text, text
+    (run,) = gtcache.open_store(store).ledger_runs()
+    assert (run["program"], run["counts"], "argv" in run) == ("run.py", {"compiled": 1}, False)
+
+
 def test_size_cap_is_enforced_after_publishing(tmp_path: pathlib.Path) -> None:
     store = tmp_path / "store"
     project = write_project(tmp_path / "p")

@@ -8,6 +8,8 @@ import multiprocessing
 import os
 import pathlib
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -79,6 +81,40 @@ def test_zero_removes_run_files_only(tmp_path: pathlib.Path) -> None:
     os.replace(in_flight, ledger / "20260101T000000Z-host-1-0123456789ab.json")  # the writer's rename
     totals = store.ledger()
     assert (totals.runs, totals.hits, totals.unreadable) == (1, 7, 1), "folder.json: unreadable, as before"
+
+
+#: A program that records one run (argv: the store, then its own arguments), handing the
+#: ledger its whole command line as a careless caller would (gtcache's hook once did).
+PROBE = """
+import sys
+import gtcache
+gtcache.open_store(sys.argv[1]).record_run({"counts": {"hit": 1}, "argv": sys.argv})
+"""
+
+SECRET = "s3cr3t-t0ken"
+
+
+@pytest.mark.parametrize("started", ["script", "module", "-c"])
+def test_a_run_is_named_by_its_program_never_by_its_arguments(tmp_path: pathlib.Path, started: str) -> None:
+    """Others who may read the store read its ledger: a run keeps the program's name (the
+    module for ``python -m``, the script's file name without its folder), and no word of its
+    command line (tokens, private paths). Catches: ``argv`` in the run file (it held the first
+    four words of every run's command line)."""
+    root = tmp_path / "s"
+    gtcache.open_store(root)
+    private = tmp_path / f"grant-{SECRET}"
+    private.mkdir()
+    (private / "job.py").write_text(PROBE)
+    (private / "ledger_probe.py").write_text(PROBE)
+    args = {"script": [str(private / "job.py")], "module": ["-m", "ledger_probe"], "-c": ["-c", PROBE]}[started]
+    subprocess.run([sys.executable, *args, str(root), f"--token={SECRET}", str(private / "input.nc")],
+                   check=True, cwd=private, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                       p for p in (str(private), os.environ.get("PYTHONPATH", "")) if p)})
+    (run_file,) = [p for p in (root / "ledger").iterdir() if p.suffix == ".json"]
+    assert SECRET not in run_file.read_text(), run_file.read_text()
+    (run,) = gtcache.open_store(root).ledger_runs()
+    assert run["program"] == {"script": "job.py", "module": "ledger_probe", "-c": "-c"}[started]
+    assert "argv" not in run and run["counts"] == {"hit": 1}
 
 
 def _outside_ledger(folder: pathlib.Path) -> dict[str, bytes]:

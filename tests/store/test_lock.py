@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from gtcache.store._lock import STALE, StoreLock, _judge_stale
-from tests.helpers import run_python
+from gtcache.store._lock import STALE, StoreLock, _judge_stale, start_ticks
+from tests.helpers import can_give_pids, process_given_pid, run_python
 
 #: Holds a lock (argv: path, method) until stdin closes, printing what it got.
 HOLDER = """
@@ -81,7 +81,11 @@ def test_lock_files_of_other_hosts_count_until_they_go_stale(tmp_path: pathlib.P
     old = time.time() - STALE - 5
     os.utime(path, (old, old))
     assert lock.acquire(timeout=2), "not refreshed for longer than STALE: its holder is gone"
-    assert path.read_text().split() == [str(os.getpid()), socket.gethostname()]
+    assert path.read_bytes()[:256].decode().strip().split() == [str(os.getpid()), socket.gethostname()], (
+        "the 256 bytes older gtcache reads (and strips): 'pid host', judged as they always were"
+    )
+    assert path.read_text().split() == [str(os.getpid()), socket.gethostname(), "started", start_ticks(os.getpid()),
+                                        "pidns", str(os.stat("/proc/self/ns/pid").st_ino)]
     lock.release()
 
 
@@ -324,12 +328,14 @@ def test_lock_files_get_the_mode_asked_whatever_the_umask(tmp_path: pathlib.Path
         lock.release()
 
 
-def test_a_live_holder_this_contender_may_not_signal_is_never_judged_stale() -> None:
+@pytest.mark.parametrize("written_by", ["older gtcache", "gtcache"])
+def test_a_live_holder_this_contender_may_not_signal_is_never_judged_stale(written_by: str) -> None:
     """A lock file of this host whose holder is alive but another user's process (``kill``
     answers EPERM, not "no such process": here pid 1, root's, seen by an unprivileged
     contender) is held: the contender waits and gives up, the lock file stays. Taking it over
     would run the work twice at once, as a shared store's users do (a mutation audit: EPERM
-    counted as dead went unnoticed; the suite's contenders all run as root)."""
+    counted as dead went unnoticed; the suite's contenders all run as root). The same for a
+    lock file older gtcache wrote (``pid host`` alone, no start time to compare)."""
     import shutil
     import tempfile
 
@@ -337,7 +343,10 @@ def test_a_live_holder_this_contender_may_not_signal_is_never_judged_stale() -> 
     try:
         os.chmod(folder, 0o777)  # the unprivileged contender may create (and take over) lock files here
         path = folder / "x.lock"
-        path.write_text(f"1 {socket.gethostname()}\n")
+        holder = f"1 {socket.gethostname()}\n"
+        if written_by == "gtcache":
+            holder = holder.ljust(256) + f"started {start_ticks(1)} pidns {os.stat('/proc/self/ns/pid').st_ino}\n"
+        path.write_text(holder)
         code = """
             import os, pathlib, sys
             from gtcache.store._lock import StoreLock
@@ -347,8 +356,58 @@ def test_a_live_holder_this_contender_may_not_signal_is_never_judged_stale() -> 
             print("HELD" if StoreLock(pathlib.Path(sys.argv[1]), "files").acquire(0.3) else "NOT")
         """
         assert run_python(code, str(path)).split() == ["NOT"]
-        assert path.read_text() == f"1 {socket.gethostname()}\n", "the holder's lock file is left as it was"
+        assert path.read_text() == holder, "the holder's lock file is left as it was"
     finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_lock_whose_dead_holders_pid_went_to_another_users_process_is_taken_over() -> None:
+    """The holder dies holding a lock file; the kernel gives its pid to a process of uid 65534
+    (real pid reuse); a contender of uid 1234 (``kill`` answers EPERM: someone else's, alive)
+    takes the lock over at once, by the start time the lock file recorded. Catches: a reused
+    pid judged the live holder, the lock standing until ``STALE`` (60 s), every contender
+    waiting its ``GTCACHE_WAIT`` out. The process given the pid is left alone."""
+    import shutil
+    import tempfile
+
+    if not can_give_pids():
+        pytest.skip("the pid counter cannot be set here (ns_last_pid): no pid to reuse on purpose")
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="gtcache-lock-", dir="/tmp"))
+    reuser = None
+    try:
+        os.chmod(folder, 0o777)  # the unprivileged contender may create (and take over) lock files here
+        path = folder / "x.lock"
+        for _ in range(50):  # (another fork on the machine may take the pid first)
+            holder, (state, _) = start_holder(path, "files", end="die")
+            assert state == "HELD"
+            stop(holder)  # dead and reaped: its pid is free
+            assert path.read_text().split()[:1] == [str(holder.pid)], "its lock file names it"
+            reuser = process_given_pid(holder.pid, 65534)
+            if reuser is not None:
+                break
+            path.unlink()
+        assert reuser is not None, "the pid could not be reused on purpose in 50 tries"
+        code = """
+            import os, pathlib, sys, time
+            from gtcache.store._lock import StoreLock
+            os.setgroups([])
+            os.setresgid(1234, 1234, 1234)
+            os.setresuid(1234, 1234, 1234)
+            try:
+                os.kill(int(sys.argv[2]), 0)
+            except PermissionError:
+                print("EPERM")
+            lock = StoreLock(pathlib.Path(sys.argv[1]), "files")
+            started = time.monotonic()
+            print("HELD" if lock.acquire(20) else "NOT", round(time.monotonic() - started))
+            lock.release()
+        """
+        assert run_python(code, str(path), str(reuser.pid)).split() == ["EPERM", "HELD", "0"]
+        assert reuser.poll() is None, "the process given the pid is left alone"
+    finally:
+        if reuser is not None:
+            reuser.kill()
+            reuser.wait()
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -420,3 +479,44 @@ def test_a_lock_file_taken_over_is_left_to_its_new_holder_by_the_one_it_was_take
     first.release()
     assert path.read_text() == f"{os.getppid()} {socket.gethostname()}\n"
     assert not StoreLock(path, "files").acquire(0), "held by the new holder"
+
+
+#: Holds a lock (argv: path) until stdin closes, printing what it got and its pid.
+HOLDER_PID = """
+import os, pathlib, sys
+from gtcache.store._lock import StoreLock
+lock = StoreLock(pathlib.Path(sys.argv[1]), "files")
+print("HELD" if lock.acquire(5) else "NOT", os.getpid(), flush=True)
+sys.stdin.read()
+lock.release()
+"""
+
+
+def test_a_lock_held_in_another_pid_namespace_is_judged_by_its_age() -> None:
+    """A holder in a pid namespace of its own (a container with this host's name) records pid 1,
+    here another process (init) that started at another time: its live lock is not taken for
+    a dead holder's whose pid went elsewhere, but waited for (and taken over once not refreshed
+    for ``STALE``, as another host's). Catches: the start time compared across pid namespaces."""
+    import tempfile
+
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="gtcache-lock-", dir="/tmp"))
+    path = folder / "x.lock"
+    # pid 1 of a pid namespace of its own, with its own /proc, as in a container
+    holder = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c",
+                               textwrap.dedent(HOLDER_PID), str(path)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().split() == ["HELD", "1"]
+        assert "pidns" in path.read_text(), "the holder's /proc told its start time and namespace"
+        lock = StoreLock(path, "files")
+        assert not lock.acquire(timeout=0.5), "held, by a live process of another pid namespace"
+        old = time.time() - STALE - 5
+        os.utime(path, (old, old))
+        assert lock.acquire(timeout=2), "not refreshed for longer than STALE: its holder is gone"
+        lock.release()
+    finally:
+        holder.communicate("", timeout=30)
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)

@@ -810,8 +810,7 @@ def _describe(outcome: Outcome) -> str:
 def _run_summary(started: str, outcomes: list[Outcome]) -> dict[str, Any]:
     counts = collections.Counter(o.status for o in outcomes)
     return {
-        "started": started,
-        "argv": sys.argv[:4],
+        "started": started,  # (the ledger adds what names the run: its program, never its arguments)
         "gt4py": _compat.GT4PY_VERSION,
         "counts": dict(counts),
         "compile_seconds": round(sum(o.seconds for o in outcomes if o.status == "compiled"), 3),

@@ -13,6 +13,10 @@ one, as it may be a run being recorded right now.
 without following a symlink, and every file in it is read, written and removed through
 that descriptor. A ``ledger/`` that is a symlink (or a file) reads as no runs and is never
 written through (``verify`` names it, ``verify --repair`` mends it).
+
+A run names its process by ``program`` alone (``program_name``), never its command line:
+every user who may read the store reads the ledger, and arguments hold tokens and paths
+(older gtcache kept ``argv``, its first four words: ``stats --zero`` removes such runs).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import os
 import pathlib
 import socket
 import stat
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,7 +38,9 @@ from gtcache.store._layout import LEDGER_DIR
 from gtcache.store._record import now_iso
 from gtcache.store._trust import StoreModes
 
-__all__ = ["LEDGER_FORMAT", "ZEROED_FILE", "LedgerTotals", "read_runs", "totals", "write_run", "zero", "zeroed"]
+__all__ = [
+    "LEDGER_FORMAT", "ZEROED_FILE", "LedgerTotals", "program_name", "read_runs", "totals", "write_run", "zero", "zeroed",
+]
 
 LEDGER_FORMAT = 1
 
@@ -82,8 +89,25 @@ def _open_folder(root: pathlib.Path) -> int | None:
         raise
 
 
+def program_name() -> str:
+    """What names this process in the ledger, without its arguments: the module run by
+    ``python -m`` (``pytest``), else the script or command's file name without its folder
+    (``run.py``, ``gtcache``; ``-c`` for ``python -c``, ``python`` when there is none)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    name = getattr(spec, "name", None)
+    if isinstance(name, str) and name:
+        return name.removesuffix(".__main__")
+    first = sys.argv[0] if sys.argv else ""
+    return os.path.basename(first) if isinstance(first, str) and os.path.basename(first) else "python"
+
+
+#: What a summary may not bring into a run file: the command line (see the module docstring).
+_NEVER_RECORDED = frozenset({"argv"})
+
+
 def write_run(root: pathlib.Path, summary: Mapping[str, Any], modes: StoreModes | None = None) -> pathlib.Path:
-    """Write one run's summary as a new ledger file (with ``modes``); return its path.
+    """Write one run's summary as a new ledger file (with ``modes``); return its path. The
+    run names its process by ``program_name`` (never its command line, whatever ``summary`` holds).
 
     ``GtcacheError`` if ``ledger/`` is a symlink or a file (never written through)."""
     folder = root / LEDGER_DIR
@@ -96,7 +120,9 @@ def write_run(root: pathlib.Path, summary: Mapping[str, Any], modes: StoreModes 
         stamp = now_iso().replace(":", "").replace("+0000", "Z")
         name = f"{stamp}-{socket.gethostname()}-{_files.unique_name('')}.json"
         record = {"format": LEDGER_FORMAT, "ended": now_iso(), "host": socket.gethostname(),
-                  "pid": os.getpid(), **summary}
+                  "pid": os.getpid(),
+                  **{field: value for field, value in summary.items() if field not in _NEVER_RECORDED},
+                  "program": program_name()}
         _files.replace_text_at(fd, name, json.dumps(record, sort_keys=True) + "\n", mode=modes.file)
     finally:
         os.close(fd)

@@ -13,11 +13,11 @@ Two methods, chosen by ``GTCACHE_LOCKING``:
   waiter that then wins the lock on the removed file sees that the path no
   longer names its file and tries again, so no lock files pile up.
 - ``files``: ``<name>.lock`` created with ``O_EXCL`` (atomic on every file
-  system, Lustre and NFSv3+ included), holding ``pid host``; the holder
-  refreshes its modification time every ``HEARTBEAT`` seconds (through transient
-  errors, until released). A lock file is stale when its process is gone (same
-  host) or it has not been refreshed for ``STALE`` seconds (any host), and the
-  next contender takes it over.
+  system, Lustre and NFSv3+ included), holding ``pid host`` and the holder's start
+  time; the holder refreshes its modification time every ``HEARTBEAT`` seconds
+  (through transient errors, until released). A lock file is stale when its process
+  is gone (same host) or it has not been refreshed for ``STALE`` seconds (any host),
+  and the next contender takes it over.
 - ``auto`` (default): ``flock``, and ``files`` in every folder whose file
   system answers ``flock`` with ENOSYS, EOPNOTSUPP or ENOLCK (Lustre mounted
   without ``flock``, some NFS set-ups).
@@ -40,6 +40,22 @@ lock file is, and removed the same way. Two hold the lock only if a live holder
 is judged stale (not refreshed for ``STALE`` seconds), or two contenders remove
 a dead contender's break file at once; no harm comes of that (the work is done
 twice).
+
+Telling a dead holder from a reused pid. ``kill(pid, 0)`` says only that *some* process
+has the pid: once the holder died the kernel may hand its pid to another process, and
+``kill`` then succeeds (or answers EPERM, for another user's process): the lock stood
+until ``STALE``, every contender waiting up to its ``GTCACHE_WAIT``. So a lock file also records
+its holder's start time (``starttime``, field 22 of ``/proc/<pid>/stat``: clock ticks since
+boot, fixed for a process's life), and a live process with the pid but another start time
+is not the holder: the lock is stale. With it goes the holder's pid namespace (the inode of
+``/proc/self/ns/pid``): a pid recorded in another namespace (a container of the same host
+name) names no process here, and such a lock file is judged by its age alone, as another
+host's. The file reads ``pid host``, spaces up to byte 256, then ``started <ticks> pidns
+<inode>``: older gtcache reads only the first 256 bytes and strips them, so it still reads
+``pid host`` and judges as it did. A lock file without them (an older gtcache's, one
+half-written, or its holder's ``/proc`` unreadable or another namespace's) and a holder
+whose ``/proc/<pid>/stat`` this contender may not read (``hidepid``) are judged by ``kill``
+alone, as before.
 
 Lock files get the store's file mode (``Store.modes``): group-writable in a
 group-shared store, so that its members can lock and take over each other's locks.
@@ -234,8 +250,52 @@ _Identity = tuple[int, int, str]
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
 
 
+#: The bytes of a lock file older gtcache read (and stripped): ``pid host`` is padded to them.
+_OLD_HOLDER_BYTES = 256
+#: The bytes of a lock file read: ``pid host``, the padding, ``started <ticks> pidns <inode>``.
+_HOLDER_BYTES = 512
+#: This process's start time and pid namespace (``_own_process``), by pid: a forked child is another process.
+_own: dict[int, tuple[str, str] | None] = {}
+
+
+def _own_process() -> tuple[str, str] | None:
+    """This process's start time (``start_ticks``) and pid namespace (the inode of
+    ``/proc/self/ns/pid``); None where ``/proc`` cannot tell them, or is another pid
+    namespace's (its ``self`` is not this pid: a ``/proc`` not mounted anew in a container)."""
+    pid = os.getpid()
+    if pid not in _own:
+        try:
+            ours = os.readlink("/proc/self") == str(pid)
+            namespace = str(os.stat("/proc/self/ns/pid").st_ino)
+        except OSError:
+            ours, namespace = False, ""
+        ticks = start_ticks(pid) if ours else None
+        _own[pid] = (ticks, namespace) if ticks is not None else None
+    return _own[pid]
+
+
 def _holder() -> bytes:
-    return f"{os.getpid()} {_HOST}\n".encode()
+    """What a lock file holds: ``pid host``, padded for older gtcache, then ``started <ticks>
+    pidns <inode>`` (see the module docstring); ``pid host`` alone where ``/proc`` cannot
+    tell this process's start time."""
+    first = f"{os.getpid()} {_HOST}\n".encode()
+    own = _own_process()
+    if own is None:
+        return first
+    return first.ljust(_OLD_HOLDER_BYTES, b" ") + f"started {own[0]} pidns {own[1]}\n".encode()
+
+
+def start_ticks(pid: int) -> str | None:
+    """When process ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat``, field 22:
+    fixed for the process's life, so another process given the pid later has another), as
+    text; None where it cannot be read (no ``/proc``, no such process, ``hidepid``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            fields = file.read().rpartition(b")")[2].split()  # (the name may hold spaces and parentheses)
+        ticks = fields[19].decode("ascii")
+    except (OSError, IndexError, UnicodeDecodeError):
+        return None
+    return ticks if ticks.isdigit() else None
 
 
 def _judge_stale(path: pathlib.Path) -> _Identity | None:
@@ -279,7 +339,7 @@ def _identity(path: pathlib.Path) -> _Identity:
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     try:
         st = os.fstat(fd)
-        return st.st_ino, st.st_mtime_ns, os.read(fd, 256).decode("utf-8", errors="replace")
+        return st.st_ino, st.st_mtime_ns, os.read(fd, _HOLDER_BYTES).decode("utf-8", errors="replace")
     finally:
         os.close(fd)
 
@@ -315,19 +375,32 @@ def flock_works(fd: int) -> bool:
 
 
 def _stale(holder: str, age: float) -> bool:
-    """Whether a lock file with ``holder`` ("pid host"), last refreshed ``age`` seconds ago, is stale."""
+    """Whether a lock file with ``holder`` (what ``_holder`` wrote), last refreshed ``age``
+    seconds ago, is stale."""
     if age > STALE:
         return True
-    pid_text, _, host = holder.strip().partition(" ")
+    first, _, rest = holder.partition("\n")
+    pid_text, _, host = first.strip().partition(" ")
     if host != _HOST or not pid_text.isdigit():
         return False  # a half-written or foreign holder: only its age tells
+    words = rest.split()
+    recorded = dict(zip(words[::2], words[1::2], strict=False))  # started <ticks> pidns <inode>; none: older gtcache's
+    own = _own_process()
+    if "pidns" in recorded and (own is None or recorded["pidns"] != own[1]):
+        return False  # a pid of another pid namespace (a container of this host name): only its age tells
     try:
         os.kill(int(pid_text), 0)
     except ProcessLookupError:
         return True
-    except OSError:  # alive, but someone else's
-        return False
-    return False
+    except OSError:  # alive, but someone else's: the holder, or a process given its pid since
+        pass
+    started = recorded.get("started", "")
+    if not started.isdigit() or own is None:
+        return False  # an older gtcache's lock file (or one half-written): the pid alone tells
+    now = start_ticks(int(pid_text))
+    # Another start time: the holder died and its pid went to another process. None: this
+    # contender may not read the process's /proc entry (hidepid): judged alive, as before.
+    return now is not None and now != started
 
 
 def fs_now(folder: pathlib.Path) -> float:

@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from gtcache.warm._session import signal_session
+from gtcache.warm._session import exit_status, signal_session
 from gtcache.warm.spec import VariantSpec
 
 __all__ = [
@@ -146,28 +146,74 @@ def _run_worker(
     """Run a worker (exit code, stdout, stderr) in a session of its own, which its compilers
     stay in: a timeout or an interrupted run ends them all, not only the worker, and what a
     worker that did not end well (killed, out of memory) left running is ended after it
-    (``TimeoutExpired`` when it timed out)."""
+    (``TimeoutExpired`` when it timed out). Every signal to the session is sent before the
+    worker is reaped (``_Worker``; leaving the ``with`` reaps it): never to a session that
+    another process, given the worker's pid since, started."""
     with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                           start_new_session=True) as proc:
+        worker = _Worker(proc)
+        status: int | None = None
         try:
             if workers is not None and not workers.started(proc):
                 signal_session(proc.pid, signal.SIGTERM)  # the run was interrupted as this one started
             try:
-                stdout, stderr = proc.communicate(timeout=timeout)
+                status = worker.wait(timeout)
             except subprocess.TimeoutExpired:
                 signal_session(proc.pid, signal.SIGTERM)
                 try:
-                    proc.communicate(timeout=_TERM_GRACE)
+                    status = worker.wait(_TERM_GRACE)
                 except subprocess.TimeoutExpired:
                     signal_session(proc.pid, signal.SIGKILL)
-                    proc.communicate()
+                    status = worker.wait(None)
                 raise
         finally:
             if workers is not None:
-                workers.ended(proc)
-            if proc.poll() != 0:
+                workers.ended(proc)  # (from here on the run's ``stop`` leaves it alone)
+            if status != 0:
                 signal_session(proc.pid, signal.SIGKILL)  # what it left: its session's id is still theirs
-    return proc.returncode, stdout, stderr
+    return proc.returncode, worker.output[0], worker.output[1]
+
+
+class _Worker:
+    """A worker's stdout and stderr, read to their end by two threads, and its end, awaited
+    without reaping it (``exit_status``), unlike ``Popen.communicate``: until the ``Popen``'s
+    ``with`` ends, the worker's pid is its own (a zombie's), and so is its session's id."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None and proc.stderr is not None
+        self._proc = proc
+        self.output = ["", ""]
+        self._readers = [
+            threading.Thread(target=self._read, args=(i, stream), daemon=True, name="gtcache-warm-output")
+            for i, stream in enumerate((proc.stdout, proc.stderr))
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    def _read(self, i: int, stream: Any) -> None:
+        with contextlib.suppress(OSError, ValueError):  # (closed by the ``with``'s end when interrupted)
+            self.output[i] = stream.read()
+
+    def wait(self, timeout: float | None) -> int:
+        """The worker's exit status once its output ended and it exited (not reaped);
+        ``TimeoutExpired`` after ``timeout`` seconds (None: no limit)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def left() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+        for reader in self._readers:
+            reader.join(left())
+            if reader.is_alive():
+                raise subprocess.TimeoutExpired(self._proc.args, timeout or 0.0)
+        delay = 0.0005
+        while (status := exit_status(self._proc.pid)) is None:
+            remaining = left()
+            if remaining == 0.0:
+                raise subprocess.TimeoutExpired(self._proc.args, timeout or 0.0)
+            time.sleep(delay if remaining is None else min(delay, remaining))
+            delay = min(delay * 2, 0.05)
+        return status
 
 
 _TERM_GRACE = 5.0  # seconds a timed-out worker's processes have after SIGTERM, before SIGKILL
@@ -199,11 +245,10 @@ class Workers:
             self._running.discard(proc)
 
     def stop(self) -> None:
-        with self._lock:
+        with self._lock:  # (signalled under the lock: a worker is reaped only after its ``ended``)
             self._stopped = True
-            running = list(self._running)
-        for proc in running:
-            signal_session(proc.pid, signal.SIGTERM)
+            for proc in self._running:
+                signal_session(proc.pid, signal.SIGTERM)
 
 
 _RUNS: dict[str, Workers] = {}  # a dask worker's: the workers of each run it took part in
