@@ -186,14 +186,3 @@ def test_set_config_refuses_a_store_opened_read_only(tmp_path: pathlib.Path) -> 
         set_config(gtcache.open_store(root, read_only=True), "max-size", "0")
     assert (root / "gtcache.toml").read_text() == "[limits]\nmax_files = 7\n"
 
-
-def test_an_empty_gtcache_remote_overrides_the_file_s_remotes(tmp_path: pathlib.Path) -> None:
-    """``GTCACHE_REMOTE`` set but empty means "no remote", whatever ``[remote] urls`` the store's
-    file names (a mutation audit: an empty value taken for unset went unseen)."""
-    from gtcache.policies.config import ENV_SOURCE, FILE_SOURCE, remote_urls
-
-    root = tmp_path / "store"
-    gtcache.open_store(root)
-    (root / "gtcache.toml").write_text('[remote]\nurls = ["http://127.0.0.1:9/x"]\n')
-    assert remote_urls(Settings.from_env(cache_dir=root, env={})) == (("http://127.0.0.1:9/x",), FILE_SOURCE)
-    assert remote_urls(Settings.from_env(cache_dir=root, env={"GTCACHE_REMOTE": ""})) == ((), ENV_SOURCE)

@@ -349,14 +349,6 @@ def test_older_than_counts_from_creation_not_last_use(make_entry) -> None:
     assert removed(make_entry, PrunePolicy(unused_for=2 * DAY)) == ["young_but_idle"]
 
 
-def test_a_toolchain_policy_alone_selects_entries(make_entry) -> None:
-    """``prune --stale`` or ``--keep-gt4py`` alone is a policy, not "nothing given" (which would
-    fall back to the store's caps, or ask for a policy): a mutation audit."""
-    assert PrunePolicy(stale={"gt4py": "1.2.3"}).selects_anything
-    assert PrunePolicy(keep_gt4py=frozenset({"1.2.3"})).selects_anything
-    assert not PrunePolicy(program="x*", backend="*", by_value=True).selects_anything
-
-
 def test_an_entry_published_after_the_scan_counts_against_the_caps(make_entry) -> None:
     """The caps are checked against the store as measured after the scan (``usage``): an entry
     a model run published meanwhile takes room too, and one more scanned entry goes for it (a
