@@ -583,3 +583,19 @@ def test_an_entry_folder_under_another_shard_is_an_orphan(make_entry) -> None:
     assert [(p.kind, p.path) for p in report.problems] == [("orphan", misplaced)] and report.entries == 1
     assert verify(gtcache.open_store(store.root), repair=True).ok and not misplaced.exists()
     assert gtcache.open_store(store.root).lookup(entry.key) is not None
+
+
+def test_verify_lists_nothing_through_a_symlinked_entries_folder(make_entry, tmp_path: pathlib.Path) -> None:
+    """``entries/`` replaced by a symlink to a folder outside the store: verify reports the link
+    (repaired first) and lists nothing through it, neither entries nor orphans of the folder it
+    points at (a mutation audit: listing ``entries/`` without the unsafe-folder check went
+    unseen, the repair's order hiding it from the symlink attacks' canaries)."""
+    store: gtcache.Store = make_entry.store
+    make_entry("a")
+    outside = tmp_path / "outside"
+    shutil.move(store.root / "entries", outside)
+    (outside / "zz").mkdir()  # would be an orphan, were it listed
+    (store.root / "entries").symlink_to(outside)
+    report = verify(gtcache.open_store(store.root))
+    assert [(p.kind, p.path) for p in report.problems] == [("symlink", store.root / "entries")]
+    assert report.entries == 0
