@@ -599,3 +599,18 @@ def test_verify_lists_nothing_through_a_symlinked_entries_folder(make_entry, tmp
     report = verify(gtcache.open_store(store.root))
     assert [(p.kind, p.path) for p in report.problems] == [("symlink", store.root / "entries")]
     assert report.entries == 0
+
+
+def test_an_entry_folder_that_is_a_symlink_is_an_orphan_and_only_the_link_goes(make_entry, tmp_path: pathlib.Path) -> None:
+    """An entry folder replaced by a symlink (to a copy outside the store) is an orphan, as
+    docs/cli.md says, not an entry looked up through the link: --repair unlinks it and leaves
+    what it points at (a mutation audit: taking it for a broken entry went unseen)."""
+    store: gtcache.Store = make_entry.store
+    entry = make_entry("a")
+    outside = tmp_path / "outside"
+    shutil.move(entry.path, outside)
+    entry.path.symlink_to(outside)
+    report = verify(gtcache.open_store(store.root))
+    assert [(p.kind, p.path) for p in report.problems] == [("orphan", entry.path)]
+    assert verify(gtcache.open_store(store.root), repair=True).ok
+    assert not os.path.lexists(entry.path) and (outside / "entry.json").is_file()
