@@ -64,6 +64,7 @@ def test_a_bad_value_is_refused_when_set(tmp_path: pathlib.Path, args: tuple[str
     ('[limits]\nmax_size = "20X"\n', "max-size = '20X' is not a size"),
     ("[limits]\nmax_files = -5\n", "max-files = -5 is not a whole number"),
     ("[limits]\nmax_size = true\n", "max-size = True is not a size"),
+    ("[limits]\nmax_size = -5\n", "max-size = -5 is negative"),  # (a mutation audit: accepted unseen)
 ])
 def test_a_bad_value_is_reported_when_read(tmp_path: pathlib.Path, text: str, words: str) -> None:
     root = tmp_path / "store"
@@ -151,3 +152,37 @@ def test_caps_in_a_settings_file_someone_untrusted_may_have_written_remove_nothi
     env_caps = Settings.from_env(env={"GTCACHE_MAX_FILES": "7"})
     assert Limits.for_store(root, env_caps, store.trust) == Limits(max_files=7), "the environment's cap still applies"
     assert len(store.scan().entries) == 1
+
+
+# -- checks a mutation of the code once left unseen (each test fails with it) ----------------------
+
+
+def test_config_set_in_a_group_store_keeps_the_file_writable_by_the_group(tmp_path: pathlib.Path) -> None:
+    """In a group-shared store (root 2775) the settings file gets the store's file mode, 0664,
+    whatever the umask, so that the group's other members may change it (a mutation audit: the
+    default mode, 0644, went unseen: the tests' stores were private)."""
+    import os
+
+    root = tmp_path / "team"
+    root.mkdir()
+    os.chmod(root, 0o2775)
+    old = os.umask(0o022)
+    try:
+        assert run(root, "config", "set", "max-size", "1G")[0] == 0
+    finally:
+        os.umask(old)
+    assert (root / "gtcache.toml").stat().st_mode & 0o777 == 0o664
+
+
+def test_set_config_refuses_a_store_opened_read_only(tmp_path: pathlib.Path) -> None:
+    """A store opened read-only (another user's, or one only listed) is never written: setting a
+    cap there is an error and the file stays as it was (a mutation audit)."""
+    from gtcache.policies.config import set_config
+
+    root = tmp_path / "store"
+    gtcache.open_store(root)
+    (root / "gtcache.toml").write_text("[limits]\nmax_files = 7\n")
+    with pytest.raises(gtcache.GtcacheError, match="read-only"):
+        set_config(gtcache.open_store(root, read_only=True), "max-size", "0")
+    assert (root / "gtcache.toml").read_text() == "[limits]\nmax_files = 7\n"
+

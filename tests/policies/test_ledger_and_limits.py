@@ -201,3 +201,65 @@ def test_bytes_left_in_an_entry_folder_go_with_the_entry_the_cap_removes(make_en
     cap = sum(size for size, _ in usage.values()) - usage[entries[0].key][0]  # without p0, it fits
     enforce_limits(store, Limits(max_size=cap))
     assert _programs(store) == sorted(f"p{i}" for i in range(1, 10))
+
+
+# -- checks a mutation of the code once left unseen (each test fails with it) ----------------------
+
+
+def test_a_store_exactly_at_its_caps_loses_nothing(make_entry) -> None:
+    """A cap is a most: a store holding exactly ``max_size`` bytes or ``max_files`` files is not
+    over it (a mutation audit: ``>=`` for ``>`` removed an entry at every publish of a full store)."""
+    store, _, _ = _ten_entries(make_entry)
+    _, size, files = store.usage()
+    assert enforce_limits(store, Limits(max_size=size, max_files=files)) is None
+    assert len(_programs(store)) == 10
+    plan = enforce_limits(store, Limits(max_size=size - 1))
+    assert plan is not None and [r.entry.program for r in plan.removals] == ["p0"]
+    _, _, files = store.usage()
+    plan = enforce_limits(store, Limits(max_files=files - 1))
+    assert plan is not None and [r.entry.program for r in plan.removals] == ["p1"]
+
+
+def test_an_entry_used_while_the_cap_removes_is_kept_and_the_next_goes_instead(make_entry, monkeypatch) -> None:
+    """The least recently used entry is hit (a model run, a real process) between the cap's
+    plan and its removal: it is left, and the next least recently used go in its place until the
+    store fits (a mutation audit: planning the left entry again removed nothing more, and the
+    store stayed over its cap)."""
+    from gtcache.store import Store
+    from tests.helpers import run_python
+
+    store, entries, cap = _ten_entries(make_entry)  # eight fit: p0 and p1 would go
+    real = Store.scan
+
+    def scan(self: Store, **kwargs: bool) -> object:  # the cap's scan, under its lock
+        scanned = real(self, **kwargs)
+        monkeypatch.setattr(Store, "scan", real)
+        run_python("import sys, gtcache; gtcache.open_store(sys.argv[1]).touch(sys.argv[2])",
+                   str(store.root), entries[0].key)
+        return scanned
+
+    monkeypatch.setattr(Store, "scan", scan)
+    enforce_limits(store, Limits(max_size=cap))
+    assert store.usage()[1] <= cap
+    assert _programs(store) == sorted(["p0", *(f"p{i}" for i in range(3, 10))])
+
+
+def test_a_cap_the_environment_sets_leaves_the_other_to_the_file(tmp_path: pathlib.Path) -> None:
+    """``GTCACHE_MAX_SIZE`` alone overrides the file's ``max_size`` and leaves its ``max_files``
+    in force, and the other way round (a mutation audit: the file skipped when the environment
+    set one cap, or winning over it, went unseen: the tests set both or none)."""
+    store = gtcache.open_store(tmp_path / "s")
+    (store.root / "gtcache.toml").write_text('[limits]\nmax_size = "2K"\nmax_files = 10\n')
+    size_only = Settings.from_env(env={"GTCACHE_MAX_SIZE": "1Mi"})
+    assert Limits.for_store(store.root, size_only, store.trust) == Limits(max_size=2**20, max_files=10)
+    files_only = Settings.from_env(env={"GTCACHE_MAX_FILES": "7"})
+    assert Limits.for_store(store.root, files_only, store.trust) == Limits(max_size=2000, max_files=7)
+
+
+def test_the_cap_never_removes_from_a_store_opened_read_only(make_entry) -> None:
+    """A store opened read-only (another user's, one that failed the trust check and is only
+    listed) is never pruned by a cap: nothing removed, no error (a mutation audit)."""
+    store, _, _ = _ten_entries(make_entry)
+    reader = gtcache.open_store(store.root, read_only=True)
+    assert enforce_limits(reader, Limits(max_size=0)) is None
+    assert len(_programs(store)) == 10

@@ -334,3 +334,62 @@ def test_a_cap_takes_an_unreadable_last_use_for_the_oldest(make_entry) -> None:
     assert [r.entry.key for r in plan.removals] == [unreadable.key]
     plan = plan_prune(scan, PrunePolicy(max_size=each + each // 2), now=NOW)
     assert [r.entry.key for r in plan.removals] == [unreadable.key, offset.key], "least recently used first"
+
+
+# -- checks a mutation of the code once left unseen (each test fails with it) ----------------------
+
+
+def test_older_than_counts_from_creation_not_last_use(make_entry) -> None:
+    """``--older-than`` is the age since creation, ``--unused-for`` since the last use: an entry
+    made long ago and used yesterday goes by age (a mutation audit: every entry of the tests had
+    been used when it was made, so either time passed)."""
+    make_entry("old_but_used", created_days=10, used_days=1)
+    make_entry("young_but_idle", created_days=3, used_days=3)
+    assert removed(make_entry, PrunePolicy(older_than=7 * DAY)) == ["old_but_used"]
+    assert removed(make_entry, PrunePolicy(unused_for=2 * DAY)) == ["young_but_idle"]
+
+
+def test_an_entry_published_after_the_scan_counts_against_the_caps(make_entry) -> None:
+    """The caps are checked against the store as measured after the scan (``usage``): an entry
+    a model run published meanwhile takes room too, and one more scanned entry goes for it (a
+    mutation audit: not counting it went unseen; the store stayed over its cap)."""
+    from gtcache.store import Store
+
+    for name, used in (("a", 3), ("b", 2), ("c", 1)):
+        make_entry(name, size=1000, used_days=used)
+    store: Store = make_entry.store
+    scan = store.scan()
+    each = max(e.disk_size for e in scan.entries)
+    cap = 3 * each + each // 2  # the three scanned fit, four do not
+    assert plan_prune(scan, PrunePolicy(max_size=cap), usage=store.usage_by_key(), now=NOW).removals == ()
+    make_entry("published_since", size=1000, used_days=0)
+    plan = plan_prune(scan, PrunePolicy(max_size=cap), usage=store.usage_by_key(), now=NOW)
+    assert [r.entry.program for r in plan.removals] == ["a"]
+    assert plan.remaining_size <= cap
+
+
+def test_by_value_removes_broken_entries_first(make_entry) -> None:
+    """Under a cap ``--by-value`` too removes broken entries first: what a broken record says
+    (its compile time, its hits) is not to be believed, and a planted one claiming the most
+    value per byte would make sound entries go before it (a mutation audit: only the
+    least-recently-used order was tested so)."""
+    make_entry("cheap", size=1000, compile_seconds=1, used_days=0)
+    make_entry("dear", size=1000, compile_seconds=80, hits=5, used_days=1)
+    bad = make_entry("bad", size=1000, compile_seconds=10**6, hits=10**6, used_days=0)
+    (bad.path / "program.py").write_bytes(b"")  # broken
+    scan = make_entry.store.scan()
+    cap = sum(e.disk_size for e in scan.entries) - 1  # one entry must go, whichever
+    plan = plan_prune(scan, PrunePolicy(max_size=cap, by_value=True), now=NOW)
+    assert [r.entry.program for r in plan.removals] == ["bad"]
+
+
+def test_by_value_counts_the_compile_an_entry_saves_before_its_first_hit(make_entry) -> None:
+    """An entry never hit yet still saves its compile at its next use: the value per byte is
+    compile time x (hits + 1), so of two never-hit entries the quicker compile goes, however
+    recently used (a mutation audit: ``hits`` alone made them equal, worthless)."""
+    make_entry("slow_compile", size=1000, compile_seconds=100, used_days=5)
+    make_entry("quick_compile", size=1000, compile_seconds=1, used_days=1)
+    scan = make_entry.store.scan()
+    cap = sum(e.disk_size for e in scan.entries) - 1
+    plan = plan_prune(scan, PrunePolicy(max_size=cap, by_value=True), now=NOW)
+    assert [r.entry.program for r in plan.removals] == ["quick_compile"]

@@ -532,3 +532,85 @@ def test_ls_broken_lists_no_entry_removed_while_it_scans(make_entry, monkeypatch
     result = CliRunner().invoke(cli, ["--cache-dir", str(store.root), "ls", "--broken", "--json"], catch_exceptions=False)
     assert result.exit_code == 0 and json.loads(result.output) == [], result.output
     assert [e.key for e in store.scan().entries] == [kept.key]
+
+
+# -- checks a mutation of the code once left unseen (each test fails with it) ----------------------
+
+
+def _litter(store: gtcache.Store, entry: gtcache.Entry, where: str) -> pathlib.Path:
+    """What a running (or, aged, a killed) process has in the store while it writes."""
+    if where == "record temp file":  # a record being rewritten (a hit's usage stamp)
+        return entry.path / ".entry.json.tmp-123-0123456789ab"
+    if where == "flock probe":
+        (store.root / "locks").mkdir(exist_ok=True)
+        return store.root / "locks" / ".flock-probe-123-0123456789ab"
+    if where == "direct link temp file":  # a direct link being written
+        store.link_direct("d" * 32, entry.key)
+        return store.root / "direct" / "dd" / ".link.tmp-123-0123456789ab"
+    (store.root / "direct").mkdir(exist_ok=True)
+    return store.root / "direct" / "stray"  # a file where a shard folder goes
+
+
+@pytest.mark.parametrize("where", ["record temp file", "flock probe", "direct link temp file", "file in direct"])
+def test_fresh_litter_is_no_problem_and_old_litter_a_leftover(make_entry, where: str) -> None:
+    """A temp file younger than the grace period may belong to a running write: verify leaves it
+    (repairing it would break that write); once old, it is a leftover that --repair removes (a
+    mutation audit: each age test could be dropped, or the record temp file taken for an extra
+    file, unseen)."""
+    store: gtcache.Store = make_entry.store
+    entry = make_entry("a")
+    litter = _litter(store, entry, where)
+    litter.write_text("")
+    assert verify(gtcache.open_store(store.root), repair=True).ok
+    assert litter.exists(), "a fresh one is left alone"
+    age(litter)
+    report = verify(gtcache.open_store(store.root))
+    assert [(p.kind, p.path) for p in report.problems] == [("leftover", litter)]
+    assert verify(gtcache.open_store(store.root), repair=True).ok and not litter.exists()
+    assert [e.key for e in store.scan().entries] == [entry.key]
+
+
+def test_an_entry_folder_under_another_shard_is_an_orphan(make_entry) -> None:
+    """An entry folder whose key does not begin with its shard's name is at no place a lookup
+    looks: an orphan, removed by --repair; the entry at its own place is untouched (a mutation
+    audit: it was neither reported nor counted, and stayed for ever)."""
+    store: gtcache.Store = make_entry.store
+    entry = make_entry("a")
+    other = "ff" if entry.key[:2] != "ff" else "00"
+    misplaced = store.root / "entries" / other / entry.key
+    shutil.copytree(entry.path, misplaced)
+    report = verify(gtcache.open_store(store.root))
+    assert [(p.kind, p.path) for p in report.problems] == [("orphan", misplaced)] and report.entries == 1
+    assert verify(gtcache.open_store(store.root), repair=True).ok and not misplaced.exists()
+    assert gtcache.open_store(store.root).lookup(entry.key) is not None
+
+
+def test_verify_lists_nothing_through_a_symlinked_entries_folder(make_entry, tmp_path: pathlib.Path) -> None:
+    """``entries/`` replaced by a symlink to a folder outside the store: verify reports the link
+    (repaired first) and lists nothing through it, neither entries nor orphans of the folder it
+    points at (a mutation audit: listing ``entries/`` without the unsafe-folder check went
+    unseen, the repair's order hiding it from the symlink attacks' canaries)."""
+    store: gtcache.Store = make_entry.store
+    make_entry("a")
+    outside = tmp_path / "outside"
+    shutil.move(store.root / "entries", outside)
+    (outside / "zz").mkdir()  # would be an orphan, were it listed
+    (store.root / "entries").symlink_to(outside)
+    report = verify(gtcache.open_store(store.root))
+    assert [(p.kind, p.path) for p in report.problems] == [("symlink", store.root / "entries")]
+    assert report.entries == 0
+
+
+def test_an_entry_folder_that_is_a_symlink_is_an_orphan_and_only_the_link_goes(make_entry, tmp_path: pathlib.Path) -> None:
+    """An entry folder replaced by a symlink (to a copy outside the store) is an orphan, as
+    docs/cli.md says, not an entry looked up through the link: --repair unlinks it and leaves
+    what it points at (a mutation audit: taking it for a broken entry went unseen)."""
+    store: gtcache.Store = make_entry.store
+    entry = make_entry("a")
+    outside = tmp_path / "outside"
+    shutil.move(entry.path, outside)
+    entry.path.symlink_to(outside)
+    report = verify(gtcache.open_store(store.root))
+    assert [(p.kind, p.path) for p in report.problems] == [("orphan", entry.path)]
+    assert verify(gtcache.open_store(store.root), repair=True).ok
+    assert not os.path.lexists(entry.path) and (outside / "entry.json").is_file()

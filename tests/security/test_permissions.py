@@ -730,7 +730,8 @@ def private_group_user() -> Iterator[str]:
     name = "gtcache-upg"
 
     def clean() -> None:
-        for command in (["userdel", f"{name}2"], ["groupdel", f"{name}-alias"], ["userdel", name], ["groupdel", name]):
+        for command in (["userdel", f"{name}2"], ["groupdel", f"{name}-alias"], ["userdel", name], ["groupdel", name],
+                        ["groupdel", f"{name}-alias"]):  # (once no user has it as primary group)
             subprocess.run(command, capture_output=True, check=False)
 
     clean()
@@ -919,8 +920,13 @@ def test_the_parents_of_an_index_folder_apart_from_the_store_are_checked(tmp_pat
     gtcache.open_store(root, index_dir=parent / "index", trust=trust).close()
 
 
-@pytest.mark.parametrize("folder", ["entries", "direct", "facts"])
+@pytest.mark.parametrize(
+    "folder", ["entries", "direct", "tmp", "trash", "quarantine", "ledger", "locks", "index", "facts"])
 def test_a_store_folder_others_can_write_is_refused_when_the_store_is_opened(tmp_path: pathlib.Path, folder: str) -> None:
+    """Every fixed folder of the store (docs/security.md lists them): whoever may write ``tmp/``
+    may swap a staged entry before its publish, ``locks/`` hold every compile, ``ledger/`` and
+    ``index/`` feed listings (a mutation audit: the check of each folder but ``entries``,
+    ``direct`` and ``facts`` could be dropped unseen)."""
     root = tmp_path / "store"
     gtcache.open_store(root).close()
     (root / folder).mkdir(exist_ok=True)
@@ -990,3 +996,243 @@ def test_a_payload_file_that_is_a_symlink_is_not_loaded(tmp_path: pathlib.Path) 
     (entry.path / "program.py").symlink_to(copy)
     with pytest.raises(gtcache.CorruptEntryError, match="not a regular file"):
         store.lookup(entry.key)
+
+
+def test_a_store_root_others_can_write_is_refused_even_with_the_sticky_bit(tmp_path: pathlib.Path) -> None:
+    """The sticky bit makes a folder others may write safe only above the store (as ``/tmp``):
+    in the root itself anyone could make the fixed folders not made yet (``locks/``, ``facts/``)
+    or ``gtcache.toml`` (a mutation audit: the root checked as an ancestor went unseen)."""
+    root = tmp_path / "store"
+    gtcache.open_store(root).close()
+    os.chmod(root, 0o1777)
+    with pytest.raises(gtcache.UntrustedStoreError) as refused:
+        gtcache.open_store(root, trust=TrustPolicy.from_env({}))
+    assert f"'{root}' is writable by everyone" in str(refused.value), refused.value
+
+
+def test_trusting_every_user_serves_a_store_whose_files_all_show_0777(tmp_path: pathlib.Path) -> None:
+    """``GTCACHE_TRUSTED_USERS='*'`` is for file systems that show every file as 0777: the check
+    is off for entries, direct links, facts and ``gtcache.toml`` too, not only for the store's
+    folders (a mutation audit: ``problem`` without its ``anyone`` answer refused every entry
+    there, and no test saw it)."""
+    from gtcache.policies import Limits
+
+    anyone = TrustPolicy.from_env({"GTCACHE_TRUSTED_USERS": "*"})
+    store = gtcache.open_store(tmp_path / "store", trust=anyone)
+    entry = publish(store)
+    store.link_direct("ab" * 16, entry.key)
+    store.write_facts("c" * 32, {"fact": 1})
+    (store.root / "gtcache.toml").write_text("[limits]\nmax_files = 7\n")
+    for path in (store.root, *store.root.rglob("*")):
+        os.chmod(path, 0o777, follow_symlinks=False)
+    reader = gtcache.open_store(store.root, trust=anyone)
+    found = reader.lookup(entry.key)
+    assert found is not None
+    reader.verify_payload(found)
+    assert reader.build_key_of("ab" * 16) == entry.key
+    assert reader.read_facts("c" * 32) == {"fact": 1}
+    assert Limits.for_store(store.root, None, anyone) == Limits(max_files=7)
+    with pytest.raises(gtcache.UntrustedStoreError):  # the control: without '*', refused
+        gtcache.open_store(store.root, trust=TrustPolicy.from_env({}))
+
+
+def test_trusting_every_group_still_checks_owners_and_world_write(tmp_path: pathlib.Path) -> None:
+    """``GTCACHE_TRUSTED_GROUPS='*'``: group-writable is fine whatever the group; another user's
+    folder or one everyone may write is not (a mutation audit: the ``*`` went unread)."""
+    folder = tmp_path / "ours"
+    folder.mkdir()
+    os.chown(folder, 0, NOGROUP)
+    os.chmod(folder, 0o775)
+    any_group = TrustPolicy.from_env({"GTCACHE_TRUSTED_GROUPS": "*"})
+    assert any_group.problem(folder, os.stat(folder)) is None
+    assert "writable by group 'nogroup'" in str(TrustPolicy.from_env({}).problem(folder, os.stat(folder)))
+    os.chmod(folder, 0o777)
+    assert "writable by everyone" in str(any_group.problem(folder, os.stat(folder)))
+    os.chown(folder, OTHER, NOGROUP)
+    os.chmod(folder, 0o775)
+    assert "belongs to user '65533'" in str(any_group.problem(folder, os.stat(folder)))
+
+
+def test_a_sticky_parent_of_a_user_trusted_through_a_group_is_accepted(tmp_path: pathlib.Path) -> None:
+    """A folder above the store that others may write, with the sticky bit, owned by a user
+    trusted as a member of a trusted group (not in the fast path's set of trusted users): as
+    ``/tmp``, others cannot rename the store away (a mutation audit: that second sticky test
+    could be dropped unseen; the store was then refused)."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    gtcache.open_store(shared / "store").close()
+    os.chown(shared, 1, 1)  # daemon's, a member of group daemon
+    os.chmod(shared, 0o1777)
+    daemon = TrustPolicy.from_env({"GTCACHE_TRUSTED_GROUPS": "daemon"})
+    gtcache.open_store(shared / "store", trust=daemon).close()
+    os.chmod(shared, 0o777)  # without the sticky bit: anyone may rename the store away
+    with pytest.raises(gtcache.UntrustedStoreError, match=f"'{shared}' is writable by everyone"):
+        gtcache.open_store(shared / "store", trust=daemon)
+    assert "writable by everyone" in str(daemon.problem(shared, os.stat(shared)))  # (not an ancestor)
+
+
+def test_a_shared_store_s_facts_are_read_when_its_group_is_trusted(tmp_path: pathlib.Path) -> None:
+    """In the documented group store (2775, ``GTCACHE_TRUSTED_GROUPS``) every facts file is
+    group-writable (0664): its ACL is read through the descriptor the facts are read from, and
+    they are used; one whose ACL lets an untrusted user write is not (a mutation audit: the ACL read at
+    the bare name ``facts``, not found, left every facts file of such a store unread)."""
+    root = tmp_path / "team"
+    root.mkdir()
+    os.chown(root, 0, NOGROUP)
+    os.chmod(root, 0o2775)
+    trust = TrustPolicy.from_env({"GTCACHE_TRUSTED_GROUPS": "nogroup"})
+    store = gtcache.open_store(root, trust=trust)
+    store.write_facts("c" * 32, {"fact": 1})
+    facts = root / "facts" / f"{'c' * 32}.json"
+    assert stat.S_IMODE(facts.stat().st_mode) == 0o664
+    assert gtcache.open_store(root, trust=trust).read_facts("c" * 32) == {"fact": 1}
+    _grant_write(facts, user=OTHER)  # (not nobody: a member of nogroup, trusted here)
+    assert gtcache.open_store(root, trust=trust).read_facts("c" * 32) is None
+
+
+_NO_ACL_SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/types.h>
+/* Reading a POSIX access ACL fails with EIO (an I/O error, a stale NFS handle); nothing else. */
+static int acl(const char *name) { return name != NULL && strcmp(name, "system.posix_acl_access") == 0; }
+#define WRAP(fn, target_t) \
+    ssize_t fn(target_t target, const char *name, void *value, size_t size) { \
+        static ssize_t (*real)(target_t, const char *, void *, size_t); \
+        if (acl(name)) { errno = EIO; return -1; } \
+        if (real == NULL) real = dlsym(RTLD_NEXT, #fn); \
+        return real(target, name, value, size); \
+    }
+WRAP(getxattr, const char *)
+WRAP(lgetxattr, const char *)
+WRAP(fgetxattr, int)
+"""
+
+#: argv: a group store, a private store, the key of an entry of the latter. What each refusal said.
+READ_WITHOUT_ACLS = """
+import json, sys
+import gtcache
+from gtcache.store import TrustPolicy
+trust = TrustPolicy.from_env({"GTCACHE_TRUSTED_GROUPS": "nogroup"})
+said = {}
+try:
+    gtcache.open_store(sys.argv[1], create=False, trust=trust).close()
+    said["open"] = "used"
+except gtcache.GtcacheError as error:
+    said["open"] = str(error)
+try:
+    said["lookup"] = "found" if gtcache.open_store(sys.argv[2], trust=trust).lookup(sys.argv[3]) else "absent"
+except gtcache.GtcacheError as error:
+    said["lookup"] = str(error)
+print(json.dumps(said))
+"""
+
+
+def test_an_acl_that_cannot_be_read_is_not_taken_for_none(tmp_path: pathlib.Path) -> None:
+    """What is group-writable by a trusted group may still carry an ACL that lets someone
+    untrusted write: when it cannot be read (``getxattr`` fails with EIO in the C library: a
+    shim loaded with ``LD_PRELOAD``), the store or entry is refused, naming why, never used as if
+    it had none (a mutation audit: that error taken for "no ACL" went unseen)."""
+    (tmp_path / "eio.c").write_text(_NO_ACL_SHIM)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "eio.so"), str(tmp_path / "eio.c"), "-ldl"],
+                   check=True)
+    team = tmp_path / "team"  # the documented group store: root 2775, group trusted
+    team.mkdir()
+    os.chown(team, 0, NOGROUP)
+    os.chmod(team, 0o2775)
+    gtcache.open_store(team, trust=TrustPolicy.from_env({"GTCACHE_TRUSTED_GROUPS": "nogroup"})).close()
+    store = gtcache.open_store(tmp_path / "mine")  # a private store, one payload file of the group's
+    entry = publish(store)
+    os.chown(entry.path / "program.py", 0, NOGROUP)
+    os.chmod(entry.path / "program.py", 0o664)
+    args = [str(team), str(store.root), entry.key]
+    assert json.loads(child(READ_WITHOUT_ACLS, *args)) == {"open": "used", "lookup": "found"}, "the control"
+    said = json.loads(child(READ_WITHOUT_ACLS, *args, env={"LD_PRELOAD": str(tmp_path / "eio.so")}))
+    assert "whomever its ACL names (it cannot be read: Input/output error)" in said["open"], said
+    assert "'program.py' is writable by whomever its ACL names" in said["lookup"], said
+
+
+def test_a_uid_without_a_name_is_no_member_of_a_trusted_group(tmp_path: pathlib.Path) -> None:
+    """``GTCACHE_TRUSTED_GROUPS`` trusts the group's members: a uid the system has no user for
+    (65533) is in no group this reader can see, so what it owns is refused (a mutation audit:
+    such an owner counted as a member went unseen)."""
+    folder = tmp_path / "theirs"
+    folder.mkdir()
+    os.chown(folder, OTHER, NOGROUP)
+    os.chmod(folder, 0o755)
+    problem = TrustPolicy.from_env({"GTCACHE_TRUSTED_GROUPS": "nogroup"}).problem(folder, os.stat(folder))
+    assert problem is not None and "belongs to user '65533'" in problem, problem
+
+
+def test_a_listed_member_of_a_trusted_group_is_trusted(tmp_path: pathlib.Path, private_group_user: str) -> None:
+    """A user whose supplementary group (listed in the group's members, not its primary group)
+    is trusted owns what a reader uses (a mutation audit: only the primary group was ever
+    tested; the listed members could be ignored unseen)."""
+    import pwd
+
+    alias = f"{private_group_user}-alias"
+    subprocess.run(["groupadd", alias], check=True)
+    subprocess.run(["usermod", "-a", "-G", alias, private_group_user], check=True)
+    folder = tmp_path / "theirs"
+    folder.mkdir()
+    os.chown(folder, pwd.getpwnam(private_group_user).pw_uid, 0)
+    os.chmod(folder, 0o755)
+    assert TrustPolicy.from_env({"GTCACHE_TRUSTED_GROUPS": alias}).problem(folder, os.stat(folder)) is None
+    assert "belongs to user" in str(TrustPolicy.from_env({}).problem(folder, os.stat(folder)))
+
+
+@pytest.mark.parametrize("how", ["listed member", "named otherwise", "not the primary group"])
+def test_a_group_that_is_not_the_owner_s_private_group_may_not_write(
+    tmp_path: pathlib.Path, private_group_user: str, how: str
+) -> None:
+    """The private-group rule trusts group-write only for the owner's own group: named as the
+    owner, their primary group, nobody else in it. A group with another listed member
+    (``usermod -a -G alice mallory``), the owner's primary group under another name, or a group
+    named as the owner that is not their primary group is not one (a mutation audit: each of the
+    three conditions could be dropped unseen)."""
+    import grp
+    import pwd
+
+    name = private_group_user
+    user = pwd.getpwnam(name)
+    folder = tmp_path / "store"
+    folder.mkdir()
+    os.chown(folder, user.pw_uid, user.pw_gid)
+    os.chmod(folder, 0o775)
+    policy = TrustPolicy.from_ids([user.pw_uid], ())
+    assert policy.problem(folder, os.stat(folder)) is None, "the control: a private group"
+    if how == "listed member":
+        subprocess.run(["useradd", "--user-group", "--no-create-home", "-s", "/usr/sbin/nologin", f"{name}2"],
+                       check=True)
+        subprocess.run(["usermod", "-a", "-G", name, f"{name}2"], check=True)
+        assert grp.getgrgid(user.pw_gid).gr_mem == [f"{name}2"]
+    elif how == "named otherwise":
+        subprocess.run(["groupadd", f"{name}-alias"], check=True)
+        subprocess.run(["usermod", "-g", f"{name}-alias", name], check=True)  # its only member, by primary group
+        os.chown(folder, user.pw_uid, grp.getgrnam(f"{name}-alias").gr_gid)
+    else:
+        subprocess.run(["usermod", "-g", "nogroup", name], check=True)  # its group keeps its name, no member
+    try:
+        problem = TrustPolicy.from_ids([user.pw_uid], ()).problem(folder, os.stat(folder))
+        assert problem is not None and "writable by group" in problem, problem
+    finally:
+        subprocess.run(["usermod", "-g", name, name], check=False)
+
+
+def test_whether_a_group_is_private_is_judged_for_each_owner(tmp_path: pathlib.Path, private_group_user: str) -> None:
+    """A group is the private group of one owner: the verdict is remembered by group and owner.
+    Remembered by group alone, a first folder of another owner in that group (refused) made the
+    owner's own folders refused too (a mutation audit)."""
+    import pwd
+
+    user = pwd.getpwnam(private_group_user)
+    roots, theirs = tmp_path / "roots", tmp_path / "theirs"
+    for folder, owner in ((roots, 0), (theirs, user.pw_uid)):
+        folder.mkdir()
+        os.chown(folder, owner, user.pw_gid)
+        os.chmod(folder, 0o775)
+    policy = TrustPolicy.from_ids([user.pw_uid], ())
+    assert "writable by group" in str(policy.problem(roots, os.stat(roots)))  # not root's private group
+    assert policy.problem(theirs, os.stat(theirs)) is None
