@@ -767,16 +767,22 @@ def test_remove_leaves_another_folder_published_at_the_key_since_it_was_judged(t
     store = gtcache.open_store(tmp_path / "s")
     entry = publish(store)
     judged = os.lstat(entry.path)
-    store.remove([entry.key])
-    again = publish(store)
-    assert os.lstat(again.path).st_ino != judged.st_ino
-    removed: list[str] = []
-    assert store.remove([entry.key], judged={entry.key: judged}, removed=removed) == 0
-    assert removed == [] and store.lookup(entry.key) is not None
-    store.verify_payload(store.get(entry.key))
-    removed = []
-    assert store.remove([entry.key], judged={entry.key: os.lstat(again.path)}, removed=removed) > 0
-    assert removed == [entry.key] and store.lookup(entry.key) is None
+    # Held open: the removed folder's inode stays taken, so the new one cannot be given it
+    # (the file system reuses a freed inode at once: the test failed once so).
+    held = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        store.remove([entry.key])
+        again = publish(store)
+        assert os.lstat(again.path).st_ino != judged.st_ino
+        removed: list[str] = []
+        assert store.remove([entry.key], judged={entry.key: judged}, removed=removed) == 0
+        assert removed == [] and store.lookup(entry.key) is not None
+        store.verify_payload(store.get(entry.key))
+        removed = []
+        assert store.remove([entry.key], judged={entry.key: os.lstat(again.path)}, removed=removed) > 0
+        assert removed == [entry.key] and store.lookup(entry.key) is None
+    finally:
+        os.close(held)
 
 
 def test_sweeping_facts_keeps_this_environments_file_and_shards_however_old(tmp_path: pathlib.Path) -> None:
