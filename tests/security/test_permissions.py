@@ -723,6 +723,39 @@ def test_a_store_path_made_a_symlink_after_it_was_resolved_is_not_created_throug
     assert list(elsewhere.iterdir()) == [], "the store was made through the planted link"
 
 
+@pytest.mark.parametrize("planted", ["a folder above it", "the folder itself"])
+def test_an_index_folder_made_a_symlink_after_it_was_resolved_is_not_made_through(
+    public: pathlib.Path, planted: str,
+) -> None:
+    """The same race for an index folder outside the store (``GTCACHE_INDEX_DIR``) that does
+    not exist yet: made when first used, it followed a symlink another user planted on its
+    path after ``open_store`` resolved it, and the index was kept where the link pointed. Now
+    the index is unavailable (a hint: lookups never read it) and nothing is made there."""
+    sticky = public / "sticky"
+    sticky.mkdir(mode=0o777)
+    os.chmod(sticky, 0o1777)
+    elsewhere = public / "readers-own"
+    elsewhere.mkdir()
+    index = sticky / "index" / "sub" if planted == "a folder above it" else sticky / "index"
+    store = gtcache.open_store(public / "store", index_dir=index)
+    publish(store)
+    pid = os.fork()
+    if pid == 0:  # the other user, after the resolution
+        try:
+            os.setgroups([])
+            os.setgid(NOGROUP)
+            os.setuid(NOBODY)
+            os.symlink(elsewhere, sticky / "index")
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert (sticky / "index").is_symlink()
+    assert store.check_index() == "unavailable"
+    assert list(elsewhere.iterdir()) == [], "the index was made through the planted link"
+    scan = store.scan()
+    assert scan.index == "unavailable" and len(scan.entries) == 1, "the listing goes on from the folders"
+
+
 @pytest.fixture
 def private_group_user() -> Iterator[str]:
     """A user with a user private group (``useradd --user-group``), removed afterwards with

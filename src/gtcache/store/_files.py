@@ -23,6 +23,7 @@ __all__ = [
     "copy_durably",
     "file_xxh3",
     "fsync_dir",
+    "make_real_folders",
     "read_regular",
     "remove_tree",
     "replace_text_at",
@@ -302,3 +303,34 @@ def size_problem(
         if size != expected:
             return f"file '{name}' has {size} bytes, not {expected}."
     return None
+
+
+def make_real_folders(real: str) -> None:
+    """``mkdir -p`` of ``real`` (an ``os.path.realpath``: no symlink on it when resolved) that
+    follows no symlink: a folder of it made a symlink since, as anyone may in a sticky ``/tmp``
+    (a helper's race), would have a store or an index made wherever it points. Component by
+    component through descriptors (``O_PATH``: no read permission needed); a symlink met is
+    ``OSError`` (ELOOP)."""
+    fd = os.open("/", _FOLDER)
+    try:
+        for name in real.split("/")[1:]:
+            if not name:
+                continue
+            made: OSError | None = None
+            try:
+                os.mkdir(name, dir_fd=fd)
+            except OSError as error:  # (EEXIST; as ``pathlib``'s ``mkdir -p``, any error of a folder that exists)
+                made = error
+            try:
+                inner = os.open(name, _FOLDER | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as error:
+                if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise OSError(errno.ELOOP, f"'{name}' became a symbolic link or a file as it was made") from None
+                raise made or error from None
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+
+
+_FOLDER = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC

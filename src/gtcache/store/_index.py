@@ -37,6 +37,7 @@ import stat
 from typing import Any
 
 from gtcache.errors import GtcacheError
+from gtcache.store._files import make_real_folders
 from gtcache.store._layout import INDEX_DIR
 
 __all__ = ["INDEX_FORMAT", "SETTLE_NS", "Identity", "Index", "IndexLocationError", "IndexRow", "identity_of", "settled_at", "summarize"]
@@ -283,12 +284,13 @@ class Index:
         """Check the folder and create it (mode 0700) if absent; False if it cannot be used."""
         self._check_location()
         if self._is_link():
-            return False  # a symlinked <store>/index: reported by verify, never written through
+            return False  # a symlinked index folder: never written through (verify names the store's)
         try:
             names = os.listdir(self.directory)
         except FileNotFoundError:
             try:
-                self.directory.parent.mkdir(parents=True, exist_ok=True)
+                # Not through a symlink made on the way since it was resolved (``open_store``).
+                make_real_folders(os.fspath(self.directory.parent))
                 self.directory.mkdir(mode=self.mode)
                 os.chmod(self.directory, self.mode)
             except FileExistsError:
@@ -302,7 +304,9 @@ class Index:
         return True
 
     def _is_link(self) -> bool:
-        return self.fixed and os.path.islink(self.directory)
+        # The folder is a resolved path (``open_store``): a symlink there is the store's
+        # ``index`` made one (``verify`` names it) or one planted since, never followed.
+        return os.path.islink(self.directory)
 
     def _check_location(self) -> None:
         if self._located or self.store_root is None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import pathlib
@@ -96,7 +95,7 @@ def _create(path: pathlib.Path) -> None:
     if path.exists() and (not path.is_dir() or _foreign(path)):
         raise NotAStoreError(path)
     try:
-        _make_real_folders(os.fspath(path))
+        _files.make_real_folders(os.fspath(path))
         # The root's mode (umask, or what an admin set: 2775 for a group) is the store's.
         modes = StoreModes.of_root(os.stat(path).st_mode)
         for name in (_layout.ENTRIES_DIR, _layout.TMP_DIR, _layout.TRASH_DIR):
@@ -111,35 +110,6 @@ def _create(path: pathlib.Path) -> None:
         _files.atomic_write_text(path / _layout.LAYOUT_FILE, layout_text + "\n", mode=modes.file)
     except OSError as error:
         raise GtcacheError(f"Cannot create a store at '{path}': {error.strerror or error}.") from None
-
-
-def _make_real_folders(real: str) -> None:
-    """``mkdir -p`` of ``real`` (an ``os.path.realpath``: no symlink on it when resolved) that
-    follows no symlink: a folder of it made a symlink since, as anyone may in a sticky ``/tmp``
-    (a helper's race), would have the store made wherever it points. Component by component
-    through descriptors (``O_PATH``: no read permission needed); a symlink met is refused."""
-    fd = os.open("/", _FOLDER)
-    try:
-        for name in real.split("/")[1:]:
-            if not name:
-                continue
-            try:
-                os.mkdir(name, dir_fd=fd)
-            except FileExistsError:
-                pass
-            try:
-                inner = os.open(name, _FOLDER | os.O_NOFOLLOW, dir_fd=fd)
-            except OSError as error:
-                if error.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise OSError(errno.ELOOP, f"'{name}' became a symbolic link or a file as the store was made") from None
-                raise
-            os.close(fd)
-            fd = inner
-    finally:
-        os.close(fd)
-
-
-_FOLDER = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 def _read_layout(layout: str) -> bytes | None:
