@@ -686,6 +686,30 @@ def test_a_store_reached_through_a_symlink_is_used_where_it_was_checked(public: 
     assert opened.lookup(key) is not None
 
 
+def _sticky_and_readers_own(public: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    """A sticky folder everyone may write (as ``/tmp``), and an empty folder of the reader's."""
+    sticky, elsewhere = public / "sticky", public / "readers-own"
+    sticky.mkdir()
+    os.chmod(sticky, 0o1777)
+    elsewhere.mkdir()
+    return sticky, elsewhere
+
+
+def _link_as_nobody(link: pathlib.Path, target: pathlib.Path) -> None:
+    """``link`` made a symlink to ``target`` by another user (uid 65534), in a process of its own."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(NOGROUP)
+            os.setuid(NOBODY)
+            os.symlink(target, link)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert link.is_symlink()
+
+
 def test_a_store_path_made_a_symlink_after_it_was_resolved_is_not_created_through(
     public: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -694,27 +718,13 @@ def test_a_store_path_made_a_symlink_after_it_was_resolved_is_not_created_throug
     race, forced here: the plant runs right after the resolution). The store was made
     wherever the link pointed (``mkdir -p`` follows links); now it is refused, and nothing is
     made there."""
-    sticky = public / "sticky"
-    sticky.mkdir(mode=0o777)
-    os.chmod(sticky, 0o1777)
-    elsewhere = public / "readers-own"
-    elsewhere.mkdir()
+    sticky, elsewhere = _sticky_and_readers_own(public)
     path = sticky / "store" / "sub"
     resolve = gtcache.store._open.resolve_store_path
 
     def resolved_then_planted(root: Any) -> pathlib.Path:
         real = resolve(root)
-        pid = os.fork()
-        if pid == 0:  # the other user
-            try:
-                os.setgroups([])
-                os.setgid(NOGROUP)
-                os.setuid(NOBODY)
-                os.symlink(elsewhere, sticky / "store")
-            finally:
-                os._exit(0)
-        os.waitpid(pid, 0)
-        assert (sticky / "store").is_symlink()
+        _link_as_nobody(sticky / "store", elsewhere)
         return real
 
     monkeypatch.setattr(gtcache.store._open, "resolve_store_path", resolved_then_planted)
@@ -731,25 +741,11 @@ def test_an_index_folder_made_a_symlink_after_it_was_resolved_is_not_made_throug
     not exist yet: made when first used, it followed a symlink another user planted on its
     path after ``open_store`` resolved it, and the index was kept where the link pointed. Now
     the index is unavailable (a hint: lookups never read it) and nothing is made there."""
-    sticky = public / "sticky"
-    sticky.mkdir(mode=0o777)
-    os.chmod(sticky, 0o1777)
-    elsewhere = public / "readers-own"
-    elsewhere.mkdir()
+    sticky, elsewhere = _sticky_and_readers_own(public)
     index = sticky / "index" / "sub" if planted == "a folder above it" else sticky / "index"
     store = gtcache.open_store(public / "store", index_dir=index)
     publish(store)
-    pid = os.fork()
-    if pid == 0:  # the other user, after the resolution
-        try:
-            os.setgroups([])
-            os.setgid(NOGROUP)
-            os.setuid(NOBODY)
-            os.symlink(elsewhere, sticky / "index")
-        finally:
-            os._exit(0)
-    os.waitpid(pid, 0)
-    assert (sticky / "index").is_symlink()
+    _link_as_nobody(sticky / "index", elsewhere)  # after the resolution
     assert store.check_index() == "unavailable"
     assert list(elsewhere.iterdir()) == [], "the index was made through the planted link"
     scan = store.scan()
