@@ -51,6 +51,22 @@ def test_active_store_reports_everything_and_exits_0(tmp_path: pathlib.Path) -> 
     assert report["toolchain"]["gt4py"] == report["versions"]["gt4py"]
 
 
+def test_every_documented_variable_is_known_not_a_typo(tmp_path: pathlib.Path) -> None:
+    """Every ``GTCACHE_*`` variable configuration.md documents (and the CLI's GTCACHE_DEBUG) is a
+    setting doctor shows as read, never "environment (unknown)", which says gtcache does not read
+    it (a typo?): GTCACHE_TRUSTED_USERS, _GROUPS, GTCACHE_BUNDLE_REQUIRE_SIGNED and GTCACHE_DEBUG
+    were."""
+    table = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\| `(GTCACHE_[A-Z_]+)`", table, flags=re.MULTILINE))
+    documented |= set(re.findall(r"^\| `GTCACHE_[A-Z_]+`, `(GTCACHE_[A-Z_]+)`", table, flags=re.MULTILINE))
+    documented |= {"GTCACHE_DEBUG"}
+    assert {"GTCACHE_TRUSTED_USERS", "GTCACHE_BUNDLE_REQUIRE_SIGNED", "GTCACHE_REMOTE_PASSWORD"} <= documented
+    env = dict.fromkeys(documented, "1") | {"GTCACHE_DIR": str(tmp_path / "store"), "GTCACHE_TYPO": "1"}
+    sources = {r.name: r.source for r in doctor._settings_report(Settings.from_env(env={}), env)}
+    assert sources.keys() >= documented
+    assert {name for name, source in sources.items() if source == "environment (unknown)"} == {"GTCACHE_TYPO"}
+
+
 def test_text_output_ends_with_the_verdict(tmp_path: pathlib.Path) -> None:
     proc = _doctor(tmp_path, GTCACHE_DIR=str(tmp_path / "new-store"))
     assert proc.returncode == 0, proc.stderr
