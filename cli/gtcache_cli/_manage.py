@@ -91,6 +91,7 @@ def rm_command(
     """
     if not queries and not program_glob and not backend_glob:
         raise click.UsageError("Name entries to remove: KEY..., --program GLOB or --backend GLOB.")
+    _json_needs_yes(as_json, yes, dry_run)  # whether a store is there or not, the entries found or not
     store = obj.store()
     scan = store.scan()
     chosen: dict[str, gtcache.EntryInfo] = {}

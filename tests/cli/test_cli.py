@@ -160,6 +160,20 @@ def test_prune_json_needs_yes_with_or_without_a_store_and_says_what_quarantine_h
     assert code == 0 and json.loads(out)["quarantined"] == 0
 
 
+def test_rm_and_clear_json_need_yes_with_or_without_a_store_or_a_match(
+    store: gtcache.Store, tmp_path: pathlib.Path,
+) -> None:
+    """``rm --json`` without --yes is a usage error (exit 2, docs/cli.md's exit codes), as for
+    prune and clear: it was "No gtcache store at ..." (exit 1) on a missing store, and "No entry
+    matches ..." (exit 1) for a name that matches nothing."""
+    for where in (tmp_path / "missing", store.root):
+        for command in (("rm", "alpha", "--json"), ("rm", "nothing-of-that-name", "--json"), ("clear", "--json")):
+            code, out = run("--cache-dir", str(where), *command)
+            assert code == 2 and "give --yes" in out, (where, command, out)
+    assert not (tmp_path / "missing").exists()
+    assert len(store.scan().entries) == 3
+
+
 def test_prune_without_a_policy_under_a_file_is_told_as_a_missing_store(tmp_path: pathlib.Path) -> None:
     """A --cache-dir under a file holds no store, as a missing one: prune without a policy asked
     for one (exit 2) there, but said "Cannot read '.../gtcache.toml': Not a directory" (exit 1)
