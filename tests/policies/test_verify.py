@@ -601,6 +601,32 @@ def test_verify_lists_nothing_through_a_symlinked_entries_folder(make_entry, tmp
     assert report.entries == 0
 
 
+@pytest.mark.parametrize("how", ["tmp/ a symlink", "the store read-only"])
+def test_verify_makes_no_clock_probe_through_a_symlinked_tmp_or_in_a_read_only_store(
+    make_entry, tmp_path: pathlib.Path, how: str,
+) -> None:
+    """verify judges left-overs by the file system's clock, read from a probe file it makes in
+    ``tmp/``: it made it through a ``tmp/`` that is a symlink (a file created and removed in the
+    folder the link names, while verify reports the link as "nothing is written through it"),
+    and in a store opened read-only (another user's, which ``verify`` only reads)."""
+    store: gtcache.Store = make_entry.store
+    make_entry("a")
+    if how == "tmp/ a symlink":
+        watched = tmp_path / "outside"
+        watched.mkdir()
+        shutil.rmtree(store.root / "tmp")
+        (store.root / "tmp").symlink_to(watched)
+        checked = gtcache.open_store(store.root)
+    else:
+        watched = store.root / "tmp"
+        checked = gtcache.Store(store.root, index_dir=None, read_only=True)
+    age(watched, 86400)
+    before = os.stat(watched).st_mtime_ns
+    verify(checked)
+    assert os.stat(watched).st_mtime_ns == before, "a probe file was made and removed there"
+    assert list(watched.iterdir()) == []
+
+
 def test_an_entry_folder_that_is_a_symlink_is_an_orphan_and_only_the_link_goes(make_entry, tmp_path: pathlib.Path) -> None:
     """An entry folder replaced by a symlink (to a copy outside the store) is an orphan, as
     docs/cli.md says, not an entry looked up through the link: --repair unlinks it and leaves

@@ -230,7 +230,11 @@ def _check_leftovers(store: Store, now: float, grace: float, unsafe: set[pathlib
     # What tmp/ and trash/ hold is judged by the file system's clock (a file server's sets
     # their times; this host's where no probe file can be made), and a process's start on
     # this host's clock is turned into it.
-    clock = fs_now(store.root / TMP_DIR)
+    # No probe file in a store opened read-only (another user's: verify without --repair
+    # writes nothing there), nor through a tmp/ that is a symlink or a file (nothing is
+    # written through it): this host's clock then.
+    tmp = store.root / TMP_DIR
+    clock = time.time() if store.read_only or tmp in unsafe else fs_now(tmp)
     skew = now - clock
     for item in _listdir(store.root / TMP_DIR, unsafe):
         if not _in_use(item, clock, grace, skew):
