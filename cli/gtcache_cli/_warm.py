@@ -63,11 +63,15 @@ def warm_command(
 
     remotes = _remote.writable_remotes(obj, "warm --push") if push else []
 
-    # A manifest or module that does not check out is a SpecError: a usage error (exit 2).
-    store = obj.store(create=True)
+    # A manifest or module that does not check out is a SpecError: a usage error (exit 2),
+    # found before the store is made (a mistyped --cache-dir is not made by a failing warm).
     specs = [spec for path in manifests for spec in warm.from_manifest(path)]
     if modules:
         specs += warm.from_modules(modules, backends=list(backends) or None, grid=grid)
+    resolved = warm.resolve(specs)
+    if not specs and not from_ledger:
+        raise click.UsageError(_nothing_to_warm(modules, manifests, from_ledger=from_ledger, backends=backends))
+    store = obj.store(create=True)
     if from_ledger:
         specs += warm.from_ledger(store.ledger_runs(), grid=grid)
     if not specs:
@@ -76,7 +80,7 @@ def warm_command(
         specs = warm.for_archs(specs, device, archs)
     specs = warm.unique(specs)
     warm.check_toolkit(specs)  # nvcc missing or too old for an arch: a GtcacheError (exit 1)
-    planned = warm.plan(specs, store, settings=obj.settings)
+    planned = warm.plan(specs, store, settings=obj.settings, resolved=resolved)
 
     if dry_run:
         emit([p.to_json() for p in planned], as_json, lambda: _render.warm_plan(planned))

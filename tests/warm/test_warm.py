@@ -139,7 +139,28 @@ def test_bad_manifests_are_usage_errors_before_any_compile(tmp_path: pathlib.Pat
     result = gtcache_cli(store, "warm", "--manifest", str(path))
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stderr and len(result.stderr.strip().splitlines()[-1]) > 0
-    assert not list(store.glob("entries/*/*"))
+    # No store made either (it was, before the manifest was read): a mistyped --cache-dir shows
+    # at once, as docs/cli.md says, and a failing command leaves the file system as it was.
+    assert not store.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("gtcache.no_such_module",), "Cannot import 'gtcache.no_such_module'"),
+        (("--manifest", "{empty}"), "no [[variant]] tables"),
+        (("json",), "Nothing to warm"),
+    ],
+)
+def test_warm_of_nothing_that_checks_out_is_a_usage_error_and_makes_no_store(
+    tmp_path: pathlib.Path, args: tuple[str, ...], message: str,
+) -> None:
+    store = tmp_path / "store"
+    empty = write(tmp_path / "empty.toml", "")
+    result = gtcache_cli(store, "warm", *(a.format(empty=empty) for a in args))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert message in result.stderr
+    assert not store.exists()
 
 
 def test_timeout_fails_the_variant(tmp_path: pathlib.Path) -> None:

@@ -49,6 +49,7 @@ __all__ = [
     "from_manifest",
     "from_modules",
     "plan",
+    "resolve",
     "unique",
     "warm",
 ]
@@ -97,14 +98,21 @@ class WarmReport:
         }
 
 
-def plan(specs: Sequence[VariantSpec], store: Store, *, settings: Settings | None = None) -> list[PlannedVariant]:
-    """Resolve and check every variant, and look its key up. ``SpecError`` for bad input (a
-    variant from the ledger that does not resolve here fails alone: ``VariantSpec.recorded``).
-    ``settings``: as ``gtcache.gt4py.serving`` takes them (default: the environment's)."""
-    from gtcache.gt4py import plan_variants, scalar_parameters
-    from gtcache.gt4py.targets import TargetError, load_object, resolve_backend, resolve_grid
-
+def resolve(specs: Sequence[VariantSpec]) -> dict[tuple[str, str], Any]:
+    """Resolve and check every declared variant (program, backend, grid, static arguments)
+    without a store, as ``plan`` does: ``SpecError`` for bad input, found before a store is made.
+    Variants from the ledger are left to ``plan`` (they fail alone). The result, given to
+    ``plan``, spares it resolving them again (a grid is built once)."""
     resolved: dict[tuple[str, str], Any] = {}
+    for spec in specs:
+        if not spec.recorded:
+            _resolve(spec, resolved)
+    return resolved
+
+
+def _resolve(spec: VariantSpec, resolved: dict[tuple[str, str], Any]) -> tuple[Any, Any, Any]:
+    from gtcache.gt4py import scalar_parameters
+    from gtcache.gt4py.targets import TargetError, load_object, resolve_backend, resolve_grid
 
     def get(kind: str, name: str, resolve: Callable[[str], Any]) -> Any:
         if (kind, name) not in resolved:
@@ -114,13 +122,28 @@ def plan(specs: Sequence[VariantSpec], store: Store, *, settings: Settings | Non
                 raise SpecError(str(error)) from None
         return resolved[(kind, name)]
 
+    program = get("program", spec.program, lambda n: load_object(n, what="program"))
+    backend = get("backend", spec.backend, resolve_backend)
+    grid = get("grid", spec.grid or "", resolve_grid)
+    _check_static_args(spec, scalar_parameters(program))
+    return program, backend, grid
+
+
+def plan(
+    specs: Sequence[VariantSpec], store: Store, *, settings: Settings | None = None,
+    resolved: dict[tuple[str, str], Any] | None = None,
+) -> list[PlannedVariant]:
+    """Resolve and check every variant, and look its key up. ``SpecError`` for bad input (a
+    variant from the ledger that does not resolve here fails alone: ``VariantSpec.recorded``).
+    ``settings``: as ``gtcache.gt4py.serving`` takes them (default: the environment's);
+    ``resolved``: what ``resolve`` found for them already."""
+    from gtcache.gt4py import plan_variants
+
+    resolved = {} if resolved is None else resolved
     planned = []
     for spec in specs:
         try:
-            program = get("program", spec.program, lambda n: load_object(n, what="program"))
-            backend = get("backend", spec.backend, resolve_backend)
-            grid = get("grid", spec.grid or "", resolve_grid)
-            _check_static_args(spec, scalar_parameters(program))
+            program, backend, grid = _resolve(spec, resolved)
         except SpecError as error:
             if not spec.recorded:
                 raise
