@@ -99,10 +99,15 @@ def test_store_that_cannot_be_opened_exits_1_naming_it(tmp_path: pathlib.Path) -
     assert sorted(p.name for p in folder.iterdir()) == ["precious.txt"]
 
 
-def test_gtcache_0_with_gtcache_dir_exits_1(tmp_path: pathlib.Path) -> None:
-    proc = _doctor(tmp_path, GTCACHE_DIR=str(tmp_path / "s"), GTCACHE="0")
+@pytest.mark.parametrize("value", ["0", "off"])
+def test_gtcache_0_with_gtcache_dir_exits_1(tmp_path: pathlib.Path, value: str) -> None:
+    """The reason names GTCACHE as set, and the hook's line says GTCACHE turns it off: it said
+    "not active (GTCACHE_DIR is not set)" with GTCACHE_DIR set, and "GTCACHE=0" for GTCACHE=off."""
+    proc = _doctor(tmp_path, GTCACHE_DIR=str(tmp_path / "s"), GTCACHE=value)
     assert proc.returncode == 1
-    assert proc.stderr.strip().endswith("Error: GTCACHE=0 turns the start-up hook off although GTCACHE_DIR is set.")
+    assert proc.stderr.strip().endswith(f"Error: GTCACHE={value} turns the start-up hook off although GTCACHE_DIR is set.")
+    assert "gt4py hook:    not active (GTCACHE turns it off)" in proc.stdout
+    assert "GTCACHE_DIR is not set" not in proc.stdout
 
 
 def test_without_gtcache_dir_it_says_off_and_exits_0(tmp_path: pathlib.Path) -> None:

@@ -49,8 +49,10 @@ def _text(report: object) -> None:
     echo(f"gt4py:         {'supported' if report.gt4py_supported else report.gt4py_problem}")
     hooks = ", ".join(str(path) for path in report.startup_hook) or "NOT INSTALLED in this interpreter"
     echo(f"Start-up hook: {hooks}")
+    dir_set = any(s.name == "GTCACHE_DIR" and s.source == "environment" for s in report.settings)
     state = "active in this process" if report.hook_active else (
-        "not active (GTCACHE_DIR is not set)" if not report.enabled else "NOT ACTIVE")
+        "NOT ACTIVE" if report.enabled else
+        "not active (GTCACHE turns it off)" if dir_set else "not active (GTCACHE_DIR is not set)")
     echo(f"gt4py hook:    {state}")
     for warning in report.hook_warnings:
         echo(f"               warned: {warning}")

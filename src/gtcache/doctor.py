@@ -231,8 +231,8 @@ def diagnose(
 
     store = _store_report(settings)
     if enabled or env.get(settings_module.ENV_CACHE_DIR):
-        if env.get(settings_module.ENV_ENABLE, "").strip().lower() in ("0", "false", "no", "off"):
-            problems.append("GTCACHE=0 turns the start-up hook off although GTCACHE_DIR is set.")
+        if (value := env.get(settings_module.ENV_ENABLE, "")).strip().lower() in ("0", "false", "no", "off"):
+            problems.append(f"GTCACHE={value} turns the start-up hook off although GTCACHE_DIR is set.")
         if not startup_hook:
             problems.append(
                 f"The start-up hook '{PTH}' is not installed in this interpreter ('{sys.executable}'):"
