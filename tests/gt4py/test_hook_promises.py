@@ -122,6 +122,20 @@ def test_a_bad_size_cap_is_one_warning_and_the_program_runs(tmp_path: pathlib.Pa
     assert report["out"] == expected(2.0, 1.0) and statuses(report) == [("compiled", None)]
     assert [o["detail"] for o in report["outcomes"]] == [None], "stored"
     assert len(warned) == 1 and "no size cap: Bad store limit" in warned[0], warned
+    # What happens is said as it is: it said "(compiling without the cache)" of a stored variant.
+    assert warned[0].endswith("(entries are stored without one)"), warned
+
+
+def test_a_missing_read_only_tier_is_skipped_and_said_so(tmp_path: pathlib.Path) -> None:
+    """A GTCACHE_READONLY_DIRS path that is no store (docs/troubleshooting.md: 'read-only store
+    '…' not used'): one warning saying it is skipped, and GTCACHE_DIR serves and stores as ever.
+    The warning said "(compiling without the cache)" of a variant the store then kept."""
+    store = tmp_path / "store"
+    project = write_project(tmp_path / "p")
+    report, warned, _ = run(project, store, GTCACHE_READONLY_DIRS=str(tmp_path / "nothing-here"))
+    assert statuses(report) == [("compiled", None)] and [o["detail"] for o in report["outcomes"]] == [None]
+    assert len(warned) == 1 and f"read-only store '{tmp_path / 'nothing-here'}' not used" in warned[0], warned
+    assert warned[0].endswith("(it is skipped)"), warned
 
 
 def test_a_shard_folder_made_a_symlink_is_one_warning_and_nothing_written_through_it(tmp_path: pathlib.Path) -> None:

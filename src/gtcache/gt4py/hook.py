@@ -323,8 +323,8 @@ def _open_stores(settings: Settings, hook: Hook) -> HookStores:
             tiers.append(open_store(folder, read_only=True, trust=trust))
         except UntrustedStoreError as error:
             hook.warn_once(f"read-only store '{folder}' not used: {error.problem}", "it is skipped")
-        except (GtcacheError, OSError) as error:
-            hook.warn_once(f"read-only store '{folder}' not used: {error}")
+        except (GtcacheError, OSError) as error:  # the others and GTCACHE_DIR still serve
+            hook.warn_once(f"read-only store '{folder}' not used: {error}", "it is skipped")
     remote = remote_from = limits_from = None
     if settings.remotes_given:
         remote = _open_remotes(hook, settings, settings.remotes) if settings.remotes else None
@@ -381,7 +381,7 @@ def _limits(hook: Hook, store: Store, settings: Settings) -> Limits | None:
     try:
         return Limits.for_store(store.root, settings, store.trust)
     except GtcacheError as error:
-        hook.warn_once(f"no size cap: {error}")
+        hook.warn_once(f"no size cap: {error}", "entries are stored without one")
         return None
 
 
