@@ -110,6 +110,16 @@ def test_gtcache_0_with_gtcache_dir_exits_1(tmp_path: pathlib.Path, value: str) 
     assert "GTCACHE_DIR is not set" not in proc.stdout
 
 
+@pytest.mark.parametrize("name", ["GTCACHE_SELF_CHECK", "GTCACHE_REPORT", "GTCACHE_DEBUG"])
+def test_a_switch_that_is_neither_on_nor_off_is_a_problem(tmp_path: pathlib.Path, name: str) -> None:
+    """A switch reads any other word as off: 'maybe' (or a typo of 'yes') silently ran without it."""
+    store = gtcache.open_store(tmp_path / "store")
+    env = {"GTCACHE_DIR": str(store.root), name: "maybe", "GTCACHE_PROMOTE": "On", "GTCACHE_EXPLAIN": ""}
+    report = doctor.diagnose(env=env, import_gt4py=False)
+    assert report.problem == f"{name}='maybe' is neither on (1, true, yes, on) nor off (0, false, no, off): gtcache reads it as off."
+    assert doctor.diagnose(env={**env, name: " No "}, import_gt4py=False).problem is None
+
+
 def test_without_gtcache_dir_it_says_off_and_exits_0(tmp_path: pathlib.Path) -> None:
     proc = _doctor(tmp_path, before=("--cache-dir", str(tmp_path / "s")))
     assert proc.returncode == 0, proc.stderr

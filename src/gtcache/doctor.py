@@ -56,6 +56,11 @@ _OTHER_SETTINGS = (
     "GTCACHE_TRUSTED_USERS", "GTCACHE_TRUSTED_GROUPS", "GTCACHE_REMOTE_TOKEN", "GTCACHE_REMOTE_USER",
     "GTCACHE_REMOTE_PASSWORD", "GTCACHE_DEBUG",
 )
+#: The on/off switches (``_env.is_true``): any other word reads as off, which doctor reports.
+_SWITCHES = (
+    settings_module.ENV_SELF_CHECK, settings_module.ENV_EXPLAIN, settings_module.ENV_PROMOTE,
+    settings_module.ENV_REPORT, "GTCACHE_DEBUG",
+)
 #: Never printed: their values are secrets.
 _SECRET = ("GTCACHE_BUNDLE_KEY", "GTCACHE_REMOTE_TOKEN", "GTCACHE_REMOTE_PASSWORD")
 
@@ -247,6 +252,12 @@ def diagnose(
         if not problems and import_gt4py and not hook_active:
             reason = f": {hook_warnings[0]}" if hook_warnings else ""
             problems.append(f"The start-up hook did not install the gt4py hook in this interpreter{reason}")
+    for name in _SWITCHES:  # (read as off: a typo of "1" would silently turn it off)
+        if (given := env.get(name)) is not None and _env.word(given) not in _env.TRUE + _env.FALSE:
+            problems.append(
+                f"{name}={given!r} is neither on ({', '.join(_env.TRUE)}) nor off"
+                f" ({', '.join(_env.FALSE[1:])}): gtcache reads it as off."
+            )
     problem = problems[0] if problems else None
 
     return DoctorReport(
