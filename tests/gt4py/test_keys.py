@@ -43,7 +43,7 @@ def test_connectivity_tables_are_keyed_by_content_not_identity() -> None:
     def tables(rows: int, first: int = 0) -> dict[str, str]:
         provider = connectivity(rows, 2)
         provider["E2V"].ndarray[0, 0] = first
-        return _compat.connectivity_tables({**provider, "K": gtx.Dimension("K")})
+        return _compat.connectivity_tables({**provider, "K": gtx.Dimension("K"), "Koff": gtx.CartesianConnectivity(Edge, 1)})
 
     assert tables(10) == tables(10) and list(tables(10)) == ["E2V"]
     assert tables(10) != tables(999)

@@ -713,7 +713,12 @@ def connectivity_tables(offset_provider: Any) -> dict[str, str]:
     first use is not seen."""
     result = {}
     for name, value in offset_provider.items():
-        table = getattr(value, "ndarray", None) if type(value) is not common.Dimension else None
+        if type(value) is common.Dimension:
+            continue
+        try:
+            table = value.ndarray
+        except (AttributeError, NotImplementedError):  # (a CartesianConnectivity's raises the second)
+            continue
         if table is not None:
             result[name] = _table_digest(table)
     return result
