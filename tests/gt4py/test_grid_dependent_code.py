@@ -113,3 +113,38 @@ def test_a_grid_the_generated_code_depends_on_is_not_served_another_grid_s_build
     other = run(project, store, *second, domains)
     assert np.allclose(other["out"], other["numpy"]), other  # gt4py alone computes this
     assert other["outcomes"][0][0] == "compiled"
+
+
+#: Two meshes in one process (a test session's grid fixtures): gt4py compiles a variant for each
+#: offset provider object; the second was served the build gtcache had just stored for the first.
+ONE_PROCESS = """
+import json
+import numpy as np
+import gt4py.next as gtx
+from proj import Cell, C2EDim, E2CDim, Edge, grid, prog
+
+program, right = prog.with_backend(gtx.itir_python), []
+for cells in (4, 8):
+    c2e, e2c = grid(cells, cells)
+    offset_provider = {
+        "C2E": gtx.as_connectivity([Cell, C2EDim], codomain=Edge, data=c2e),
+        "E2C": gtx.as_connectivity([Edge, E2CDim], codomain=Cell, data=e2c),
+    }
+    a_, b_ = np.arange(cells) + 1.0, np.arange(cells) * 0.5 + 1.0
+    out = gtx.as_field([Edge], np.zeros(cells))
+    program(gtx.as_field([Edge], a_), gtx.as_field([Cell], b_), out, offset_provider=offset_provider)
+    c = a_[c2e].sum(axis=1) * b_
+    right.append(bool(np.allclose(out.asnumpy(), c[e2c[:, 0]] + c[e2c[:, 1]])))
+from gtcache.gt4py import active_hook
+print("REPORT " + json.dumps({"right": right, "outcomes": [(o.status, o.via) for o in active_hook().outcomes]}))
+"""
+
+
+def test_two_meshes_in_one_process_are_two_variants(tmp_path: pathlib.Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "proj.py").write_text(PROJ)
+    env = {"PYTHONPATH": pythonpath(project), "PYTHONDONTWRITEBYTECODE": "1", "GTCACHE_DIR": str(tmp_path / "store")}
+    out = run_python(ONE_PROCESS, env=env)
+    report = json.loads(next(line for line in out.splitlines() if line.startswith("REPORT ")).removeprefix("REPORT "))
+    assert report == {"right": [True, True], "outcomes": [["compiled", None], ["compiled", None]]}
