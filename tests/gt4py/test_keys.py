@@ -37,6 +37,19 @@ def test_connectivity_types_ignore_size_and_identity() -> None:
     assert _compat.offset_provider_type(connectivity(10, 2)) == _compat.offset_provider_type(connectivity(999, 2))
 
 
+def test_connectivity_tables_are_keyed_by_content_not_identity() -> None:
+    """gt4py's domain inference reads the tables' sizes and indices (docs/keys.md): another
+    table is another variant, a new object holding the same table is not."""
+    def tables(rows: int, first: int = 0) -> dict[str, str]:
+        provider = connectivity(rows, 2)
+        provider["E2V"].ndarray[0, 0] = first
+        return _compat.connectivity_tables({**provider, "K": gtx.Dimension("K"), "Koff": gtx.CartesianConnectivity(Edge, 1)})
+
+    assert tables(10) == tables(10) and list(tables(10)) == ["E2V"]
+    assert tables(10) != tables(999)
+    assert tables(10) != tables(10, first=5)
+
+
 @pytest.mark.parametrize("other", [connectivity(10, 3), connectivity(10, 2, skip_value=-1)])
 def test_connectivity_types_see_max_neighbours_and_skip_values(other: dict) -> None:
     assert _compat.offset_provider_type(connectivity(10, 2)) != _compat.offset_provider_type(other)

@@ -33,6 +33,9 @@ from collections.abc import Callable, Iterable, Mapping
 import typing
 from typing import Any, NamedTuple
 
+import numpy as np
+import xxhash
+
 import gt4py
 from gt4py._core import definitions as core_defs
 from gt4py.eve import concepts as eve_concepts
@@ -64,6 +67,7 @@ __all__ = [
     "backend_fingerprint",
     "gtfn_backend",
     "backend_short_name",
+    "connectivity_tables",
     "content_bytes",
     "is_own_code",
     "debug_flag",
@@ -692,6 +696,59 @@ def offset_provider_type(offset_provider: Any) -> dict[str, str]:
     for name, value in offset_provider.items():
         result[name] = _described_offset(value)
     return result
+
+
+def connectivity_tables(offset_provider: Any) -> dict[str, str]:
+    """A digest of each connectivity's table (its dtype, shape and values), by offset name, for
+    the offsets that have one (not a ``Dimension``, not a Cartesian connectivity).
+
+    gt4py's domain inference (``pass_manager.apply_common_transforms``, which the gtfn, dace
+    and roundtrip translation steps run) reads the concrete tables, not only their types: with
+    dynamic domains it bounds an unstructured shift by every table's rows and largest index + 1
+    (``_max_domain_range_sizes``; all of the offset provider's tables, used by the program or
+    not), with static domains by the indices a table holds; both become literals in the code
+    (a temporary's size and domain). gt4py's own persistent cache keys the tables by content.
+    Digested once per table object while it lives (as gt4py's own dispatch takes an offset
+    provider's values to stay what they were by identity): a table changed in place after its
+    first use is not seen."""
+    result = {}
+    for name, value in offset_provider.items():
+        if type(value) is common.Dimension:
+            continue
+        try:
+            table = value.ndarray
+        except (AttributeError, NotImplementedError):  # (a CartesianConnectivity's raises the second)
+            continue
+        if table is not None:
+            result[name] = _table_digest(table)
+    return result
+
+
+def _table_digest(table: Any) -> str:
+    key = identity(table)
+    seen = _TABLE_DIGESTS.get(key)
+    if seen is not None and seen[0]() is table:
+        return str(seen[1])
+    host = table if isinstance(table, np.ndarray) else table.get()  # (cupy: its copy in host memory)
+    host = np.ascontiguousarray(host)
+    text = f"{host.dtype.str}{host.shape}:{xxhash.xxh3_128_hexdigest(host.view(np.uint8).data if host.size else b'')}"
+    try:
+        alive = weakref.ref(table, functools.partial(_forget_table, key))
+    except TypeError:  # not weakly referable: digested each time
+        return text
+    _TABLE_DIGESTS[key] = (alive, text)
+    return text
+
+
+#: Per connectivity table (by identity): a weak reference to it and its digest. An entry goes
+#: with its table.
+_TABLE_DIGESTS: dict[int, tuple[Any, str]] = {}
+
+
+def _forget_table(key: int, gone: weakref.ref[Any]) -> None:
+    seen = _TABLE_DIGESTS.get(key)
+    if seen is not None and seen[0] is gone:
+        _TABLE_DIGESTS.pop(key, None)
 
 
 def _described_offset(value: Any) -> str:

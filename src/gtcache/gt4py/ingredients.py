@@ -165,6 +165,10 @@ def _shared_ingredients(backend: Any, args: Any, config: str) -> dict[str, Any]:
         "device": {"type": device, "arch": arch},
         **{f"toolchain.{key}": value for key, value in facts.items()},
     }
+    if tables := _compat.connectivity_tables(args.offset_provider):
+        # gt4py's domain inference reads the tables' sizes and indices (docs/keys.md); only
+        # where there are tables, so keys without connectivities stay as they were
+        ingredients["connectivity_tables"] = tables
     if family == "roundtrip":  # its executor puts gt4py's DEBUG, read when it runs, in the artifact
         ingredients["debug"] = _compat.debug_flag()
     if (family in ("dace", "other") or facts.get("cmake_toolchain_native")
