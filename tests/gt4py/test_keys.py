@@ -48,6 +48,14 @@ def test_connectivity_tables_are_keyed_by_content_not_identity() -> None:
     assert tables(10) == tables(10) and list(tables(10)) == ["E2V"]
     assert tables(10) != tables(999)
     assert tables(10) != tables(10, first=5)
+    # by their values whatever the layout (gt4py's column-major, row-major, strided)
+    values = np.arange(40, dtype=np.int32).reshape(10, 4)
+    assert len({_compat._table_digest(t) for t in (values, np.asfortranarray(values), values.copy())}) == 1
+    assert _compat._table_digest(values[:, ::2]) == _compat._table_digest(values[:, ::2].copy())
+    changed = np.asfortranarray(values)
+    changed[9, 2] = -1
+    assert _compat._table_digest(changed) != _compat._table_digest(values)
+    assert _compat._table_digest(values.reshape(4, 10)) != _compat._table_digest(values)
 
 
 @pytest.mark.parametrize("other", [connectivity(10, 3), connectivity(10, 2, skip_value=-1)])
