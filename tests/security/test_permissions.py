@@ -29,7 +29,7 @@ import pytest
 import gtcache
 from gtcache._frozen import replace
 from gtcache.store import TrustPolicy
-from tests.conftest import CompiledStore
+from tests.conftest import SIZE, CompiledStore
 from tests.helpers import publish
 from tests.reliability.test_hostile_input import files
 
@@ -544,7 +544,8 @@ def test_an_entry_under_a_folder_someone_untrusted_may_write_is_broken(
         assert f"run 'chmod -R go-w {store.root}'" in str(caught.value)
 
 
-#: argv: store. Runs two examples (roundtrip) through the hook; prints the gtcache warnings and statuses.
+#: argv: store, grid size. Runs two examples (roundtrip) through the hook; prints the gtcache
+#: warnings and statuses. The size must be the compiled store's: the grid's tables are in the key.
 TWO_PROGRAMS = """
 import json, sys, warnings
 import gtcache
@@ -555,9 +556,9 @@ with warnings.catch_warnings(record=True) as caught:
     hook = gtcache.install(sys.argv[1])
     for name in ("axpy", "edge_diff"):
         example = examples.EXAMPLES[name]
-        args, _ = example.make_args(16, 1)
+        args, _ = example.make_args(int(sys.argv[2]), 1)
         example.program.with_backend(examples.backend_by_name("roundtrip"))(
-            *args, offset_provider=example.offset_provider(16))
+            *args, offset_provider=example.offset_provider(int(sys.argv[2])))
     statuses = [o.status for o in hook.outcomes]
     gtcache.uninstall()
 print(json.dumps({"warnings": [str(w.message) for w in caught if issubclass(w.category, GtcacheWarning)],
@@ -583,7 +584,7 @@ def test_a_store_made_under_umask_002_warns_once_not_once_per_entry(
     else:
         folder.rename(folder.with_name("aside"))
         folder.symlink_to("aside")
-    out = json.loads(child(TWO_PROGRAMS, store_copy))
+    out = json.loads(child(TWO_PROGRAMS, store_copy, SIZE))
     assert out["statuses"] == ["compiled", "compiled"], out
     refused = [w for w in out["warnings"] if "so it is not loaded" in w]
     assert len(refused) == (2 if second == "folder a symlink" else 1), out["warnings"]
